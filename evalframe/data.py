@@ -1,0 +1,123 @@
+"""Datasets: read rows from JSONL or CSV through a column mapping, and validate them all up front.
+
+Every row is checked before the first model call, and an error names the file, the line and the
+field, so a typo in row 900 never costs 899 rows of judge calls.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evalframe.errors import DataError
+from evalframe.paths import SAMPLE_DATASET
+
+FIELDS = ("id", "input", "ground_truth", "output")
+
+
+@dataclass(frozen=True)
+class Row:
+    id: str
+    input: str
+    ground_truth: str | None  # None: the dataset has no ground truth for this row
+    output: str | None  # the recorded output, if the dataset has one
+    line: int  # where the row is in its file, for error messages
+    extra: Mapping[str, Any] = field(default_factory=dict)  # every column, for prompt templates
+
+
+def _text(value: Any) -> str | None:
+    """Dataset values as text. Non-string values (numbers, lists, objects) become JSON text, as the
+    reference system serialises non-string ground truth."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def _records(path: Path, fmt: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    try:
+        handle = path.open(encoding="utf-8", newline="")
+    except OSError as e:
+        raise DataError(
+            f"cannot open dataset {path}: {e.strerror}; set dataset.path to an existing file"
+        ) from None
+    with handle:
+        try:
+            if fmt == "csv":
+                reader = csv.DictReader(handle)
+                for record in reader:
+                    yield reader.line_num, record
+                return
+            for number, line in enumerate(handle, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise DataError(
+                        f"{path}, line {number}: not valid JSON ({e.msg} at column {e.colno})"
+                    ) from None
+                if not isinstance(record, dict):
+                    raise DataError(
+                        f"{path}, line {number}: expected a JSON object, got {type(record).__name__}"
+                    )
+                yield number, record
+        except UnicodeDecodeError as e:
+            raise DataError(
+                f"{path}: not valid UTF-8 (byte offset {e.start}); re-save the file as UTF-8"
+            ) from None
+
+
+def load_rows(cfg: Mapping[str, Any]) -> list[Row]:
+    """Read the dataset described by the `dataset` config group."""
+    fmt = cfg.get("format", "jsonl")
+    if fmt not in ("jsonl", "csv"):
+        raise DataError(f"dataset.format={fmt!r} is not supported; use jsonl or csv")
+    path = Path(cfg["path"]).expanduser() if cfg.get("path") else SAMPLE_DATASET
+    columns = {name: cfg.get("columns", {}).get(name, name) for name in FIELDS}
+    limit = cfg.get("limit")
+    rows: list[Row] = []
+    seen: dict[str, int] = {}
+    for line, record in _records(path, fmt):
+        if limit is not None and len(rows) >= limit:
+            break
+        where = f"{path}, line {line}"
+        if columns["input"] not in record:
+            raise DataError(
+                f"{where}: no {columns['input']!r} field for the input; "
+                f"set dataset.columns.input to the right column (found: {', '.join(record)})"
+            )
+        row_id = _text(record.get(columns["id"])) or str(line)
+        if row_id in seen:
+            raise DataError(
+                f"{where}: id {row_id!r} repeats the id of line {seen[row_id]}; ids must be unique"
+            )
+        seen[row_id] = line
+        rows.append(
+            Row(
+                id=row_id,
+                input=_text(record[columns["input"]]) or "",
+                ground_truth=_text(record.get(columns["ground_truth"])),
+                output=_text(record.get(columns["output"])),
+                line=line,
+                extra=record,
+            )
+        )
+    if not rows:
+        raise DataError(f"dataset {path} has no rows")
+    return rows
+
+
+def require(rows: list[Row], path: str, field_name: str, why: str) -> None:
+    """Fail before any model call if a row lacks a field a scorer or target needs."""
+    for row in rows:
+        if getattr(row, field_name) is None:
+            raise DataError(
+                f"{path}, line {row.line} (id {row.id}): no {field_name}, which {why}. "
+                f"Fill it in, map the right column with dataset.columns.{field_name}=..., or drop the row"
+            )

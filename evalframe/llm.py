@@ -1,0 +1,329 @@
+"""Model calls: the only module that imports litellm.
+
+Every judge, target and embedding call goes through here, so retries, timeouts, structured-output
+validation, usage and cost work the same for OpenAI, Anthropic, Gemini, Ollama, any OpenAI-compatible
+server and the local embedding model. litellm is imported on first use: it takes seconds to import,
+and `python -m evalframe --help` must not pay for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any, TypeVar
+
+import numpy as np
+from pydantic import BaseModel, ValidationError
+
+from evalframe.errors import ConfigError
+from evalframe.prompts import Message
+from evalframe.results import StepResult, Usage
+
+Reply = TypeVar("Reply", bound=BaseModel)
+
+# litellm fetches data files from GitHub unless told to use its bundled copies: offline that hangs
+# or warns (the price map at import, Anthropic's beta headers per call), and a run must not depend on it.
+for _flag in ("LITELLM_LOCAL_MODEL_COST_MAP", "LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS"):
+    os.environ.setdefault(_flag, "True")
+
+_litellm: Any = None
+
+
+def lib() -> Any:
+    """Import and configure litellm once."""
+    global _litellm
+    if _litellm is None:
+        import litellm
+
+        litellm.telemetry = False
+        litellm.suppress_debug_info = True
+        litellm.drop_params = True  # providers without response_format still get the prompt's JSON spec
+        from evalframe.local_embeddings import register
+
+        register(litellm)
+        _litellm = litellm
+    return _litellm
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    """A model as the `model` config group describes it."""
+
+    name: str
+    api_key_env: str | None = None
+    api_base: str | None = None
+    temperature: float = 0.0
+    max_tokens: int | None = None
+    timeout: float = 60.0
+    max_retries: int = 3
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def __hash__(self) -> int:  # `extra` is a dict; settings key the per-model client cache
+        return hash(json.dumps(asdict(self), sort_keys=True, default=str))
+
+    @classmethod
+    def from_config(cls, cfg: Mapping[str, Any]) -> ModelSettings:
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(cfg) - known)
+        if unknown:
+            raise ConfigError(f"unknown model setting(s) {unknown}; known: {sorted(known)}")
+        if not cfg.get("name"):
+            raise ConfigError(
+                "model.name is empty; set it to a LiteLLM model string, e.g. openai/gpt-4o-mini"
+            )
+        return cls(**{k: v for k, v in cfg.items() if v is not None or k in ("api_key_env", "api_base")})
+
+    def api_key(self) -> str | None:
+        key = os.environ.get(self.api_key_env) if self.api_key_env else None
+        if not key and self.api_base and self.api_key_env:
+            # A self-hosted OpenAI-compatible server usually needs no key, but the OpenAI client
+            # refuses to start without one.
+            return "no-key"
+        return key or None
+
+    def check_credentials(self, key: str = "model") -> None:
+        """Fail before any work if the key is missing, naming the variable and the alternatives.
+
+        `key` is where this model sits in the config: `model` (the judge) or `target.model`.
+        """
+        if self.api_key_env and not os.environ.get(self.api_key_env) and not self.api_base:
+            pick = "model=" if key == "model" else f"model@{key}="
+            raise ConfigError(
+                f"{self.api_key_env} is not set, and the model {self.name} ({key}) needs it. "
+                f"Set it (export {self.api_key_env}=...), or choose another model: {pick}claude "
+                f"(ANTHROPIC_API_KEY), {pick}gemini (GEMINI_API_KEY), {pick}ollama (local, no key), "
+                f"or an OpenAI-compatible server: {key}.api_base=http://HOST:PORT/v1"
+            )
+
+    def call_kwargs(self) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {
+            "model": self.name,
+            "temperature": self.temperature,
+            "timeout": self.timeout,
+            "max_retries": 0,  # retries are ours (backoff, Retry-After), not the provider SDK's
+            **dict(self.extra),
+        }
+        if self.max_tokens:
+            kwargs["max_tokens"] = self.max_tokens
+        if self.api_base:
+            kwargs["api_base"] = self.api_base
+        key = self.api_key()
+        if key:
+            kwargs["api_key"] = key
+        return kwargs
+
+
+class ModelRejected(ConfigError):
+    """The provider refused the request itself (bad key, unknown model): no point trying other items."""
+
+
+def _transient_errors(litellm: Any) -> tuple[type[BaseException], ...]:
+    return (
+        litellm.RateLimitError,
+        litellm.InternalServerError,
+        litellm.ServiceUnavailableError,
+        litellm.BadGatewayError,
+        litellm.APIConnectionError,
+        litellm.Timeout,
+    )
+
+
+def _retry_after(error: BaseException) -> float | None:
+    """Seconds the server asked us to wait (Retry-After header), if it said."""
+    response = getattr(error, "response", None)
+    headers = getattr(response, "headers", None) or getattr(error, "litellm_response_headers", None) or {}
+    value = headers.get("retry-after") if hasattr(headers, "get") else None
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except ValueError:
+        return None
+
+
+def backoff(attempt: int, error: BaseException | None = None, base: float = 0.5, cap: float = 30.0) -> float:
+    """Delay before retry number `attempt` (1-based): Retry-After if given, else full-jitter exponential."""
+    asked = _retry_after(error) if error is not None else None
+    if asked is not None:
+        return min(asked, cap) + random.uniform(0, 0.1)
+    return random.uniform(0, min(cap, base * 2**attempt))
+
+
+_FENCED_JSON = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
+
+
+def _strip_fences(text: str) -> str:
+    match = _FENCED_JSON.match(text.strip())
+    return match.group(1) if match else text
+
+
+def response_format(reply_model: type[BaseModel]) -> dict[str, Any]:
+    return {
+        "type": "json_schema",
+        "json_schema": {
+            "name": reply_model.__name__,
+            "schema": reply_model.model_json_schema(),
+            "strict": True,
+        },
+    }
+
+
+class LLM:
+    """One model with the run's shared concurrency limit."""
+
+    def __init__(self, settings: ModelSettings, limiter: asyncio.Semaphore):
+        self.settings = settings
+        self.limiter = limiter
+
+    async def _complete(self, messages: list[Message], step: StepResult, **kwargs: Any) -> Any:
+        """One completion, retried on rate limits, server errors and timeouts."""
+        litellm = lib()
+        transient = _transient_errors(litellm)
+        for attempt in range(self.settings.max_retries + 1):
+            started = time.perf_counter()
+            try:
+                async with self.limiter:
+                    started = time.perf_counter()
+                    response = await litellm.acompletion(
+                        messages=messages, **self.settings.call_kwargs(), **kwargs
+                    )
+                step.latency += time.perf_counter() - started
+                step.attempts += 1
+                return response
+            except transient as e:
+                step.latency += time.perf_counter() - started
+                step.attempts += 1
+                if attempt == self.settings.max_retries:
+                    raise
+                await asyncio.sleep(backoff(attempt + 1, e))
+            except (litellm.AuthenticationError, litellm.PermissionDeniedError, litellm.NotFoundError) as e:
+                raise ModelRejected(
+                    f"the model {self.settings.name} rejected the request ({type(e).__name__}): "
+                    f"{str(e)[:300]}. Check model.name and {self.settings.api_key_env or 'the API key'}"
+                ) from None
+        raise AssertionError("unreachable")
+
+    def _account(self, step: StepResult, response: Any) -> None:
+        usage = getattr(response, "usage", None)
+        cost = (getattr(response, "_hidden_params", None) or {}).get("response_cost")
+        step.usage += Usage(
+            prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
+            completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
+            cost=float(cost or 0.0),
+        )
+
+    async def structured(
+        self,
+        step_name: str,
+        messages: list[Message],
+        reply_model: type[Reply],
+        context: dict[str, Any] | None = None,
+    ) -> StepResult:
+        """Ask for a reply matching `reply_model`'s JSON schema and validate it with pydantic.
+
+        An invalid reply is retried with the validation error given back to the model; after
+        `max_retries` the step carries the error and the last raw reply, and the caller marks the
+        item unscored (never a silent 0).
+        """
+        step = StepResult(step=step_name, messages=messages)
+        conversation = list(messages)
+        fmt = response_format(reply_model)
+        for attempt in range(self.settings.max_retries + 1):
+            try:
+                response = await self._complete(conversation, step, response_format=fmt)
+            except ModelRejected:
+                raise
+            except Exception as e:  # one failed call must not end the run: the item is unscored
+                step.error = f"{type(e).__name__}: {str(e)[:500]}"
+                return step
+            self._account(step, response)
+            step.raw = response.choices[0].message.content or ""
+            try:
+                reply = reply_model.model_validate_json(_strip_fences(step.raw), context=context)
+            except ValidationError as e:
+                problem = "; ".join(
+                    f"{'.'.join(map(str, err['loc'])) or 'reply'}: {err['msg']}" for err in e.errors()
+                )
+                step.error = f"invalid reply after {attempt + 1} attempt(s): {problem}"
+                conversation = [
+                    *conversation,
+                    {"role": "assistant", "content": step.raw},
+                    {
+                        "role": "user",
+                        "content": f"That reply is invalid: {problem}. Reply again with only the "
+                        "corrected JSON object, matching the schema.",
+                    },
+                ]
+                continue
+            step.reply = reply.model_dump()
+            step.error = None
+            return step
+        return step
+
+    async def text(self, step_name: str, messages: list[Message]) -> StepResult:
+        """Free-text completion (the system under test)."""
+        step = StepResult(step=step_name, messages=messages)
+        try:
+            response = await self._complete(messages, step)
+        except ModelRejected:
+            raise
+        except Exception as e:  # one failed call must not end the run: the item gets no output
+            step.error = f"{type(e).__name__}: {str(e)[:500]}"
+            return step
+        self._account(step, response)
+        step.raw = response.choices[0].message.content or ""
+        step.reply = {"text": step.raw}
+        return step
+
+
+async def embed(
+    model: str,
+    texts: list[str],
+    limiter: asyncio.Semaphore,
+    *,
+    batch_size: int = 256,
+    api_base: str | None = None,
+    api_key: str | None = None,
+    timeout: float = 120.0,
+    max_retries: int = 3,
+) -> tuple[np.ndarray, Usage]:
+    """Embed texts in batches (a few calls for a whole dataset), L2-normalised rows."""
+    litellm = lib()
+    transient = _transient_errors(litellm)
+    kwargs: dict[str, Any] = {"model": model, "timeout": timeout, "max_retries": 0}
+    if api_base:
+        kwargs["api_base"] = api_base
+    if api_key:
+        kwargs["api_key"] = api_key
+
+    async def one_batch(batch: list[str]) -> Any:
+        for attempt in range(max_retries + 1):
+            try:
+                async with limiter:
+                    return await litellm.aembedding(input=batch, **kwargs)
+            except transient as e:
+                if attempt == max_retries:
+                    raise
+                await asyncio.sleep(backoff(attempt + 1, e))
+            except (litellm.AuthenticationError, litellm.PermissionDeniedError, litellm.NotFoundError) as e:
+                raise ModelRejected(
+                    f"the embedding model {model} rejected the request: {str(e)[:300]}"
+                ) from None
+        raise AssertionError("unreachable")
+
+    batches = [texts[i : i + batch_size] for i in range(0, len(texts), batch_size)]
+    responses = await asyncio.gather(*(one_batch(b) for b in batches))
+    vectors = [item["embedding"] for response in responses for item in response.data]
+    matrix = np.asarray(vectors, dtype=np.float64)
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    matrix = matrix / np.where(norms == 0, 1.0, norms)
+    usage = Usage()
+    for response in responses:
+        u = getattr(response, "usage", None)
+        cost = (getattr(response, "_hidden_params", None) or {}).get("response_cost")
+        usage += Usage(prompt_tokens=getattr(u, "prompt_tokens", 0) or 0, cost=float(cost or 0.0))
+    return matrix, usage

@@ -1,0 +1,176 @@
+"""The nouns that flow through a run, and their aggregation.
+
+Row (data.py) -> output (targets.py) -> StepResult per model call -> ScoreResult per scorer and item
+-> ItemResult per row -> RunResult with a ScorerSummary per scorer.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from evalframe.prompts import Message
+
+
+@dataclass
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float = 0.0  # USD, from LiteLLM's local price map; 0 when the model is not priced
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+            self.cost + other.cost,
+        )
+
+
+@dataclass
+class StepResult:
+    """One step of a scorer or target: a rendered prompt, the model's reply, and what it cost."""
+
+    step: str
+    messages: list[Message]
+    reply: dict[str, Any] | None = None  # the validated structured reply
+    raw: str | None = None  # the model's last raw text, kept for debugging unparseable replies
+    attempts: int = 0
+    usage: Usage = field(default_factory=Usage)
+    latency: float = 0.0  # seconds spent waiting for the model, all attempts
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.reply is not None
+
+
+@dataclass
+class ScoreResult:
+    """One scorer's verdict on one item. score is NaN when the item could not be scored."""
+
+    score: float
+    reason: str
+    steps: list[StepResult] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+    @property
+    def scored(self) -> bool:
+        return not math.isnan(self.score)
+
+    @property
+    def usage(self) -> Usage:
+        return sum((s.usage for s in self.steps), Usage())
+
+    @property
+    def latency(self) -> float:
+        return sum(s.latency for s in self.steps)
+
+    @classmethod
+    def unscored(cls, error: str, steps: list[StepResult] | None = None) -> ScoreResult:
+        return cls(score=math.nan, reason=f"unscored: {error}", steps=steps or [], error=error)
+
+
+@dataclass
+class ItemResult:
+    id: str
+    input: str
+    ground_truth: str | None
+    output: str
+    scores: dict[str, ScoreResult] = field(default_factory=dict)
+    target_step: StepResult | None = None  # how the output was generated (target=llm)
+    target_error: str | None = None
+
+
+@dataclass
+class ScorerSummary:
+    mean: float
+    std: float
+    min: float
+    max: float
+    scored: int
+    unscored: int
+    cost: float
+
+    @classmethod
+    def of(cls, results: list[ScoreResult]) -> ScorerSummary:
+        """Aggregate over scored items only: an unscored item is counted, never averaged in as 0."""
+        values = [r.score for r in results if r.scored]
+        nan = math.nan
+        return cls(
+            mean=statistics.fmean(values) if values else nan,
+            std=statistics.pstdev(values) if len(values) > 1 else (0.0 if values else nan),
+            min=min(values) if values else nan,
+            max=max(values) if values else nan,
+            scored=len(values),
+            unscored=len(results) - len(values),
+            cost=sum(r.usage.cost for r in results),
+        )
+
+
+@dataclass
+class RunResult:
+    items: list[ItemResult]
+    scorers: list[str]
+
+    @property
+    def summaries(self) -> dict[str, ScorerSummary]:
+        return {name: ScorerSummary.of([i.scores[name] for i in self.items]) for name in self.scorers}
+
+    @property
+    def usage(self) -> Usage:
+        total = Usage()
+        for item in self.items:
+            if item.target_step:
+                total += item.target_step.usage
+            for result in item.scores.values():
+                total += result.usage
+        return total
+
+    def metrics(self) -> dict[str, float]:
+        """Aggregate metrics, named `<scorer>/<statistic>` (NaN statistics are left out)."""
+        out: dict[str, float] = {}
+        for name, s in self.summaries.items():
+            for key, value in asdict(s).items():
+                if not (isinstance(value, float) and math.isnan(value)):
+                    out[f"{name}/{key}"] = float(value)
+        usage = self.usage
+        out["usage/prompt_tokens"] = float(usage.prompt_tokens)
+        out["usage/completion_tokens"] = float(usage.completion_tokens)
+        out["usage/cost"] = usage.cost
+        return out
+
+    def table(self) -> dict[str, list[Any]]:
+        """Per-item results as columns (one row per item): what MLflow's table view shows."""
+        columns: dict[str, list[Any]] = {"id": [], "input": [], "ground_truth": [], "output": []}
+        for name in self.scorers:
+            for key in ("score", "reason", "error", "cost", "latency"):
+                columns[f"{name}/{key}"] = []
+        for item in self.items:
+            columns["id"].append(item.id)
+            columns["input"].append(item.input)
+            columns["ground_truth"].append(item.ground_truth)
+            columns["output"].append(item.output)
+            for name in self.scorers:
+                r = item.scores[name]
+                columns[f"{name}/score"].append(None if not r.scored else r.score)
+                columns[f"{name}/reason"].append(r.reason)
+                columns[f"{name}/error"].append(r.error)
+                columns[f"{name}/cost"].append(r.usage.cost)
+                columns[f"{name}/latency"].append(round(r.latency, 3))
+        return columns
+
+
+def to_jsonable(obj: Any) -> Any:
+    """Dataclasses to plain JSON values; NaN becomes null so the output is strict JSON."""
+    if hasattr(obj, "__dataclass_fields__"):
+        return {k: to_jsonable(v) for k, v in asdict(obj).items()}
+    if isinstance(obj, dict):
+        return {k: to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [to_jsonable(v) for v in obj]
+    if isinstance(obj, float) and math.isnan(obj):
+        return None
+    return obj

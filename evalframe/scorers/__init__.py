@@ -1,0 +1,54 @@
+"""Scorers: one module each. A scorer turns (row, output) pairs into ScoreResults.
+
+LLM scorers keep their score function pure (step results + weights -> score), so a result can be
+re-scored with other weights without calling the model again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from decimal import ROUND_HALF_UP, Decimal
+
+from evalframe.data import Row
+from evalframe.llm import LLM, ModelSettings
+from evalframe.results import ScoreResult
+
+
+@dataclass
+class Context:
+    """What a scorer may use while running: the shared limit on requests in flight."""
+
+    limiter: asyncio.Semaphore
+    _llms: dict[ModelSettings, LLM] = field(default_factory=dict)
+
+    def llm(self, settings: ModelSettings) -> LLM:
+        if settings not in self._llms:
+            self._llms[settings] = LLM(settings, self.limiter)
+        return self._llms[settings]
+
+
+class Scorer(ABC):
+    name: str = ""
+    require_ground_truth: bool = True
+
+    def models(self) -> list[ModelSettings]:
+        """Chat models this scorer calls (their credentials are checked before the run)."""
+        return []
+
+    def validate(self, sample: Row) -> None:  # noqa: B027 - optional hook
+        """Check prompts and settings before any model call; raise EvalframeError to stop the run."""
+
+    @abstractmethod
+    async def score(self, items: list[tuple[Row, str]], ctx: Context) -> list[ScoreResult]:
+        """Score every (row, output) pair; one ScoreResult per pair, in order."""
+
+
+def round_half_up(value: float, places: int = 2) -> float:
+    """0.625 -> 0.63 as the reference system rounds (Python's round() gives 0.62).
+
+    Rounding to 10 places first washes out float noise such as 0.6249999999999999.
+    """
+    exact = Decimal(repr(round(value, 10)))
+    return float(exact.quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP))

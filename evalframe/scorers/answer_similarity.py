@@ -1,0 +1,240 @@
+"""Answer similarity (Mastra's semantics): how much of the ground truth the answer conveys.
+
+Steps: extract semantic units of the output and of the ground truth -> analyse each ground-truth unit
+(exact / semantic / partial / missing), contradictions and extra information -> pure score -> reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationInfo, model_validator
+
+from evalframe.data import Row
+from evalframe.errors import ConfigError
+from evalframe.llm import ModelSettings
+from evalframe.prompts import PromptSet
+from evalframe.results import ScoreResult, StepResult
+from evalframe.scorers import Context, Scorer, round_half_up
+
+
+class Penalties(BaseModel):
+    """The weights of the score formula (the `penalties` config group)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    exact_match_bonus: float = 0.2
+    semantic_threshold: float = 0.8
+    missing: float = 0.15
+    contradiction: float = 1.0
+    extra_info: float = 0.05
+    extra_info_cap: float = 0.2
+
+
+class _Reply(BaseModel):
+    # forbid -> additionalProperties: false, which OpenAI's strict structured output requires
+    model_config = ConfigDict(extra="forbid")
+
+
+class SemanticUnits(_Reply):
+    units: list[str]
+
+
+class Match(_Reply):
+    ground_truth_unit: str
+    match_type: Literal["exact", "semantic", "partial", "missing"]
+    output_unit: str | None
+    explanation: str
+
+
+class Contradiction(_Reply):
+    output_unit: str
+    ground_truth_unit: str
+    explanation: str
+
+
+class Analysis(_Reply):
+    matches: list[Match]
+    contradictions: list[Contradiction]
+    extra_info: list[str]
+
+    @model_validator(mode="after")
+    def _one_match_per_unit(self, info: ValidationInfo) -> Analysis:
+        expected = (info.context or {}).get("ground_truth_units")
+        if expected is not None and len(self.matches) != expected:
+            raise ValueError(
+                f"'matches' has {len(self.matches)} entries but there are {expected} ground-truth units; "
+                "give exactly one entry per ground-truth unit, in order"
+            )
+        return self
+
+
+class Reason(_Reply):
+    reason: str
+
+
+def score(analysis: Analysis, penalties: Penalties, scale: float = 1.0) -> float:
+    """The reference formula. Pure: the same analysis re-scores under any weights without a model call.
+
+    points per ground-truth unit: exact 1+bonus, semantic threshold, partial threshold/2, missing -penalty;
+    base = points / (N * (1+bonus)); minus contradiction x count, minus capped extra-info penalty;
+    clamped to [0, 1], times scale, rounded half-up to 2 places.
+    """
+    n = len(analysis.matches)
+    if n == 0:
+        return 0.0
+    p = penalties
+    points = {
+        "exact": 1 + p.exact_match_bonus,
+        "semantic": p.semantic_threshold,
+        "partial": p.semantic_threshold / 2,
+        "missing": -p.missing,
+    }
+    base = sum(points[m.match_type] for m in analysis.matches) / (n * (1 + p.exact_match_bonus))
+    raw = (
+        base
+        - p.contradiction * len(analysis.contradictions)
+        - min(p.extra_info * len(analysis.extra_info), p.extra_info_cap)
+    )
+    return round_half_up(min(max(raw, 0.0), 1.0) * scale)
+
+
+def _quote(units: list[str]) -> str:
+    return "; ".join(f"“{u}”" for u in units)
+
+
+def reason_from_analysis(analysis: Analysis, value: float) -> str:
+    """A reason derived from the same analysis as the score, so the two can never disagree."""
+    matches = analysis.matches
+    counts = {kind: sum(m.match_type == kind for m in matches) for kind in ("exact", "semantic", "partial")}
+    found = sum(counts.values())
+    kinds = ", ".join(f"{n} {kind}" for kind, n in counts.items() if n)
+    parts = [
+        f"Score {value}: {found} of {len(matches)} ground-truth units conveyed"
+        + (f" ({kinds})." if kinds else ".")
+    ]
+    partial = [m.ground_truth_unit for m in matches if m.match_type == "partial"]
+    missing = [m.ground_truth_unit for m in matches if m.match_type == "missing"]
+    if partial:
+        parts.append(f"Only partly: {_quote(partial)}.")
+    if missing:
+        parts.append(f"Missing: {_quote(missing)}.")
+    if analysis.contradictions:
+        parts.append(
+            "Contradicts: "
+            + "; ".join(f"“{c.output_unit}” vs “{c.ground_truth_unit}”" for c in analysis.contradictions)
+            + "."
+        )
+    if analysis.extra_info:
+        parts.append(f"Extra information: {_quote(analysis.extra_info)}.")
+    return " ".join(parts)
+
+
+class AnswerSimilarity(Scorer):
+    def __init__(
+        self,
+        model: Mapping[str, Any],
+        penalties: Mapping[str, Any] | None = None,
+        reason: str = "analysis",
+        require_ground_truth: bool = True,
+        scale: float = 1.0,
+        prompt_dir: str | None = None,
+    ):
+        if reason not in ("analysis", "llm"):
+            raise ConfigError(f"reason={reason!r} is not an option; use reason=analysis or reason=llm")
+        self.settings = ModelSettings.from_config(model)
+        try:
+            self.penalties = Penalties(**dict(penalties or {}))
+        except ValueError as e:
+            raise ConfigError(f"penalties: {e}") from None
+        self.reason = reason
+        self.require_ground_truth = require_ground_truth
+        self.scale = scale
+        self.prompts = PromptSet(prompt_dir, "answer_similarity")
+
+    def models(self) -> list[ModelSettings]:
+        return [self.settings]
+
+    def validate(self, sample: Row) -> None:
+        # Render every step once with realistic values: a missing file or an undefined variable
+        # fails here, before the first model call.
+        self.prompts.render("extract", text=sample.output or "text")
+        units = ["unit"]
+        self.prompts.render("analyze", input=sample.input, ground_truth_units=units, output_units=units)
+        if self.reason == "llm":
+            analysis = Analysis(matches=[], contradictions=[], extra_info=[]).model_dump()
+            self.prompts.render("reason", input=sample.input, analysis=analysis, score=0.5, scale=self.scale)
+
+    async def score(self, items: list[tuple[Row, str]], ctx: Context) -> list[ScoreResult]:
+        return list(await asyncio.gather(*(self._one(row, output, ctx) for row, output in items)))
+
+    async def _extract(self, text: str, ctx: Context) -> StepResult:
+        messages = self.prompts.render("extract", text=text)
+        return await ctx.llm(self.settings).structured("extract", messages, SemanticUnits)
+
+    async def _one(self, row: Row, output: str, ctx: Context) -> ScoreResult:
+        truth = row.ground_truth
+        if truth is None:  # only reachable with require_ground_truth=false (the run checks the rest)
+            return ScoreResult(0.0, "No ground truth to compare with: score 0.")
+        if not truth.strip():
+            return ScoreResult(0.0, "The ground truth is empty: score 0.")
+        llm = ctx.llm(self.settings)
+        output_step: StepResult | None = None
+        if output.strip():
+            output_step, truth_step = await asyncio.gather(
+                self._extract(output, ctx), self._extract(truth, ctx)
+            )
+        else:
+            truth_step = await self._extract(truth, ctx)
+        steps = [s for s in (output_step, truth_step) if s is not None]
+        failed = next((s for s in steps if not s.ok), None)
+        if failed:
+            return ScoreResult.unscored(f"{failed.step}: {failed.error}", steps)
+        output_units = output_step.reply["units"] if output_step and output_step.reply else []
+        truth_units = truth_step.reply["units"] if truth_step.reply else []
+        if not truth_units:
+            return ScoreResult(0.0, "The ground truth has no semantic units: score 0.", steps)
+        if not output_units:
+            # Nothing to compare: every ground-truth unit is missing; no need to ask the judge.
+            analysis = Analysis(
+                matches=[
+                    Match(
+                        ground_truth_unit=u,
+                        match_type="missing",
+                        output_unit=None,
+                        explanation="empty output",
+                    )
+                    for u in truth_units
+                ],
+                contradictions=[],
+                extra_info=[],
+            )
+        else:
+            messages = self.prompts.render(
+                "analyze", input=row.input, ground_truth_units=truth_units, output_units=output_units
+            )
+            analyze = await llm.structured(
+                "analyze", messages, Analysis, context={"ground_truth_units": len(truth_units)}
+            )
+            steps.append(analyze)
+            if not analyze.ok or analyze.reply is None:
+                return ScoreResult.unscored(f"analyze: {analyze.error}", steps)
+            analysis = Analysis.model_validate(analyze.reply)
+        value = score(analysis, self.penalties, self.scale)
+        reason = reason_from_analysis(analysis, value)
+        if self.reason == "llm":
+            messages = self.prompts.render(
+                "reason", input=row.input, analysis=analysis.model_dump(), score=value, scale=self.scale
+            )
+            written = await llm.structured("reason", messages, Reason)
+            steps.append(written)
+            if written.ok and written.reply:
+                reason = written.reply["reason"]
+            # A failed prose reason keeps the analysis reason: the score itself is sound.
+        details = {
+            "output_units": output_units,
+            "ground_truth_units": truth_units,
+            "analysis": analysis.model_dump(),
+        }
+        return ScoreResult(value, reason, steps, details)

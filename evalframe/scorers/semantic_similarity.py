@@ -1,0 +1,114 @@
+"""Semantic similarity: cosine of the embeddings of output and ground truth (seed 003).
+
+All texts of the run are embedded in a few batched calls per model, not one call per row; each
+model's score is kept in the item's details and the models are aggregated (mean by default).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from evalframe.data import Row
+from evalframe.errors import ConfigError
+from evalframe.llm import embed
+from evalframe.results import ScoreResult, StepResult
+from evalframe.scorers import Context, Scorer
+
+AGGREGATES: dict[str, Callable[[Sequence[float]], float]] = {
+    "mean": statistics.fmean,
+    "median": statistics.median,
+    "min": min,
+    "max": max,
+}
+
+
+class SemanticSimilarity(Scorer):
+    def __init__(
+        self,
+        models: Sequence[str] = ("local/all-MiniLM-L6-v2",),
+        aggregate: str = "mean",
+        threshold: float | None = None,
+        require_ground_truth: bool = True,
+        batch_size: int = 256,
+        api_base: str | None = None,
+        api_key_env: str | None = None,
+        timeout: float = 120.0,
+    ):
+        if not models:
+            raise ConfigError(
+                "scorers.semantic_similarity.models is empty; name at least one embedding model"
+            )
+        if aggregate not in AGGREGATES:
+            raise ConfigError(f"aggregate={aggregate!r} is not an option; use one of {', '.join(AGGREGATES)}")
+        if threshold is not None and not 0 <= threshold <= 1:
+            raise ConfigError(f"threshold={threshold} must be between 0 and 1 (or null for raw cosine)")
+        if api_key_env and not os.environ.get(api_key_env) and not api_base:
+            raise ConfigError(f"{api_key_env} is not set, and the embedding models {list(models)} need it")
+        self.models_ = list(models)
+        self.aggregate = aggregate
+        self.threshold = threshold
+        self.require_ground_truth = require_ground_truth
+        self.batch_size = batch_size
+        self.api_base = api_base
+        self.api_key = os.environ.get(api_key_env) if api_key_env else None
+        self.timeout = timeout
+
+    async def score(self, items: list[tuple[Row, str]], ctx: Context) -> list[ScoreResult]:
+        pairs = [(output, row.ground_truth) for row, output in items]
+        texts = sorted({t for pair in pairs for t in pair if t and t.strip()})
+        index = {t: i for i, t in enumerate(texts)}
+        per_model: dict[str, np.ndarray] = {}
+        steps: dict[str, StepResult] = {}
+        for model in self.models_:
+            step = StepResult(step=f"embed:{model}", messages=[])
+            try:
+                per_model[model], step.usage = await embed(
+                    model,
+                    texts,
+                    ctx.limiter,
+                    batch_size=self.batch_size,
+                    api_base=self.api_base,
+                    api_key=self.api_key,
+                    timeout=self.timeout,
+                )
+            except Exception as e:  # the run goes on; these items are unscored, with the reason
+                step.error = f"{type(e).__name__}: {str(e)[:500]}"
+            steps[model] = step
+        return [self._one(output, truth, index, per_model, steps) for output, truth in pairs]
+
+    def _one(
+        self,
+        output: str,
+        truth: str | None,
+        index: dict[str, int],
+        vectors: dict[str, np.ndarray],
+        steps: dict[str, StepResult],
+    ) -> ScoreResult:
+        if truth is None:
+            return ScoreResult(0.0, "No ground truth to compare with: score 0.")
+        if not truth.strip():
+            return ScoreResult(0.0, "The ground truth is empty: score 0.")
+        if not output.strip():
+            return ScoreResult(0.0, "The output is empty: score 0.")
+        failed = [m for m in self.models_ if steps[m].error]
+        if failed:
+            return ScoreResult.unscored("; ".join(f"{m}: {steps[m].error}" for m in failed))
+        per_model: dict[str, float] = {}
+        cosines: dict[str, float] = {}
+        for model, matrix in vectors.items():
+            # Rows are unit length, so the dot product is the cosine; negative similarity is 0.
+            cosine = float(np.clip(matrix[index[output]] @ matrix[index[truth]], 0.0, 1.0))
+            cosines[model] = round(cosine, 4)
+            per_model[model] = cosine if self.threshold is None else float(cosine >= self.threshold)
+        value = round(AGGREGATES[self.aggregate](list(per_model.values())), 4)
+        described = ", ".join(f"{m}: {c:.2f}" for m, c in cosines.items())
+        if self.threshold is None:
+            reason = f"Cosine similarity {value:.2f} ({described})."
+        else:
+            verdict = "pass" if value >= 0.5 else "fail"
+            reason = f"{verdict}: cosine {described} against threshold {self.threshold}."
+        return ScoreResult(value, reason, details={"cosine": cosines, "per_model": per_model})

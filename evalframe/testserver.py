@@ -1,0 +1,434 @@
+"""A local fake LLM server that real LiteLLM calls hit over HTTP.
+
+Tests and benchmarks point LiteLLM at it (``api_base=server.base_url``, or ``server.openai_base`` for
+OpenAI) so they exercise LiteLLM's real HTTP, retry and parsing code. Wire shapes are those LiteLLM
+1.106.2 sends; where the structured-output schema travels:
+
+* OpenAI     POST /v1/chat/completions  response_format.json_schema {name, schema}
+             POST /v1/embeddings        (deterministic bag-of-words vectors)
+* Anthropic  POST /v1/messages          output_format.schema (models with native structured output,
+                                        e.g. claude-sonnet-4-5) or the input_schema of a forced tool
+                                        "json_tool_call" (older models, e.g. claude-3-5-haiku)
+* Gemini     POST /models/M:generateContent  generationConfig.response_json_schema
+* Ollama     POST /api/chat             "format"
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import hashlib
+import json
+import math
+import random
+import re
+import socket
+import struct
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class FakeRequest:
+    protocol: str  # "openai" | "anthropic" | "gemini" | "ollama" | "embeddings"
+    path: str
+    model: str  # model name as sent on the wire
+    messages: list[dict]  # [{"role": "system"|"user"|"assistant", "content": str}], parts joined by "\n"
+    schema_name: str | None  # only OpenAI transmits the json_schema name
+    schema: dict | None
+    inputs: list[str]  # embeddings only
+    body: dict
+    headers: dict[str, str]  # keys lower-cased
+
+
+@dataclass
+class Fault:
+    """Make the server misbehave on one call (returned by a responder, or drawn by error_rate)."""
+
+    status: int = 500
+    retry_after: float | None = None  # sent as Retry-After (seconds)
+    delay: float = 0.0  # sleep before answering, to provoke client timeouts
+    body: str | None = None  # raw body override; default is the protocol's native error JSON
+
+
+Responder = Callable[[FakeRequest], "str | dict | Fault"]
+
+
+# ------------------------------------------------------------------ default responder: schema echo
+def _example(schema: Any, root: dict, depth: int = 0) -> Any:
+    """Minimal valid instance of a JSON schema: required properties only, one array item."""
+    if not isinstance(schema, dict) or depth > 32:  # depth guard against recursive $refs
+        return None
+    if "$ref" in schema:  # local JSON pointer such as "#/$defs/Item"
+        target: Any = root
+        for part in filter(None, schema["$ref"].lstrip("#").split("/")):
+            target = target.get(part, {})
+        return _example(target, root, depth + 1)
+    if "const" in schema:
+        return schema["const"]
+    if schema.get("enum"):
+        return schema["enum"][0]
+    for key in ("anyOf", "oneOf"):  # Optional[X] arrives as anyOf [X, null]: prefer the non-null branch
+        if schema.get(key):
+            options = [o for o in schema[key] if o.get("type") != "null"] or schema[key]
+            return _example(options[0], root, depth + 1)
+    if schema.get("allOf"):  # merge the parts into one schema
+        return _example({k: v for part in schema["allOf"] for k, v in part.items()}, root, depth + 1)
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "null")
+    if kind is None:
+        kind = "object" if "properties" in schema else "array" if "items" in schema else "string"
+    if kind == "object":
+        props = schema.get("properties", {})
+        return {k: _example(props.get(k, {}), root, depth + 1) for k in schema.get("required", [])}
+    if kind == "array":
+        return [_example(schema.get("items", {}), root, depth + 1)] * max(1, schema.get("minItems", 1))
+    if kind == "string":
+        return "x" * max(1, schema.get("minLength", 1))
+    if kind in ("integer", "number"):
+        low = schema.get("minimum", schema.get("exclusiveMinimum", 0))
+        return max(0, math.ceil(low or 0) + ("exclusiveMinimum" in schema))
+    return False if kind == "boolean" else None
+
+
+def echo_schema_responder(req: FakeRequest) -> str | dict:
+    """Default responder: a minimal valid instance of the request's schema, or "ok" without one."""
+    return "ok" if req.schema is None else json.dumps(_example(req.schema, req.schema))
+
+
+# ------------------------------------------------------------------ request parsing
+def _text(content: Any) -> str:
+    """Flatten str / list-of-parts content (OpenAI, Anthropic and Gemini part shapes) to text."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(t for t in map(_text, content) if t)
+    if isinstance(content, dict):
+        text = content.get("text")
+        return text if isinstance(text, str) else _text(content.get("content") or content.get("parts"))
+    return ""
+
+
+def _msg(role: str, content: Any) -> dict:
+    return {"role": {"model": "assistant", "developer": "system"}.get(role, role), "content": _text(content)}
+
+
+def _anthropic_forced_tool(body: dict) -> dict | None:
+    choice = body.get("tool_choice") or {}
+    if choice.get("type") != "tool":
+        return None
+    return next((t for t in body.get("tools", []) if t.get("name") == choice.get("name")), None)
+
+
+def _parse(path: str, body: dict, headers: dict[str, str]) -> FakeRequest | None:
+    """Recognise the protocol by path and pull out model, messages and schema; None if unknown."""
+    model = body.get("model", "")
+    msgs = [_msg(m.get("role", "user"), m.get("content")) for m in body.get("messages", [])]
+    name: str | None = None
+    schema: dict | None = None
+    if path.endswith("/embeddings"):
+        raw = body.get("input", [])
+        inputs = [raw] if isinstance(raw, str) else [str(i) for i in raw]
+        return FakeRequest("embeddings", path, model, [], None, None, inputs, body, headers)
+    if path.endswith("/chat/completions"):
+        protocol, rf = "openai", body.get("response_format") or {}
+        if rf.get("type") == "json_schema":
+            js = rf.get("json_schema") or {}
+            name, schema = js.get("name"), js.get("schema")
+    elif path.endswith("/messages"):
+        protocol = "anthropic"
+        if body.get("system"):
+            msgs.insert(0, _msg("system", body["system"]))
+        fmt = body.get("output_format") or (body.get("output_config") or {}).get("format") or {}
+        tool = _anthropic_forced_tool(body)
+        schema = fmt.get("schema") or (tool or {}).get("input_schema")
+    elif path.endswith(":generateContent"):
+        protocol, model = "gemini", path.rsplit("/models/", 1)[-1].split(":", 1)[0]
+        system = body.get("system_instruction") or body.get("systemInstruction")
+        msgs = [_msg("system", system)] if system else []  # gemini-2.0 gets system text inlined instead
+        msgs += [_msg(c.get("role", "user"), c.get("parts")) for c in body.get("contents", [])]
+        gc = body.get("generationConfig") or body.get("generation_config") or {}
+        keys = ("response_json_schema", "responseJsonSchema", "response_schema", "responseSchema")
+        schema = next((gc[k] for k in keys if gc.get(k)), None)
+    elif path == "/api/chat":
+        protocol, fmt = "ollama", body.get("format")
+        schema = fmt if isinstance(fmt, dict) else None  # format="json" is schema-less JSON mode
+    else:
+        return None
+    return FakeRequest(protocol, path, model, msgs, name, schema, [], body, headers)
+
+
+# ------------------------------------------------------------------ replies in each native shape
+def _tokens(text: str) -> int:
+    return max(1, (len(text) + 3) // 4)  # ~4 chars/token: only needs to be positive and stable
+
+
+def _chat_reply(req: FakeRequest, text: str) -> dict:
+    n_in, n_out = _tokens(" ".join(m["content"] for m in req.messages)), _tokens(text)
+    if req.protocol == "openai":
+        message = {"role": "assistant", "content": text}
+        return {
+            "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": req.model,
+            "choices": [{"index": 0, "message": message, "finish_reason": "stop", "logprobs": None}],
+            "usage": {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out},
+        }
+    if req.protocol == "anthropic":
+        block: dict = {"type": "text", "text": text}
+        tool = _anthropic_forced_tool(req.body)
+        # With a forced tool the model answers by calling it, and LiteLLM turns the tool input back
+        # into message.content. Text that is not a JSON object cannot be a tool input, so it goes out
+        # as a text block, which LiteLLM passes through verbatim: deliberate junk stays testable.
+        try:
+            parsed = json.loads(text) if tool else None
+        except ValueError:
+            parsed = None
+        if tool and isinstance(parsed, dict):
+            block = {
+                "type": "tool_use",
+                "id": f"toolu_{uuid.uuid4().hex[:12]}",
+                "name": tool["name"],
+                "input": parsed,
+            }
+        return {
+            "id": f"msg_{uuid.uuid4().hex[:12]}",
+            "type": "message",
+            "role": "assistant",
+            "model": req.model,
+            "content": [block],
+            "stop_sequence": None,
+            "stop_reason": "tool_use" if block["type"] == "tool_use" else "end_turn",
+            "usage": {"input_tokens": n_in, "output_tokens": n_out},
+        }
+    if req.protocol == "gemini":
+        content = {"role": "model", "parts": [{"text": text}]}
+        candidate = {"content": content, "finishReason": "STOP", "index": 0}
+        usage = {"promptTokenCount": n_in, "candidatesTokenCount": n_out, "totalTokenCount": n_in + n_out}
+        return {"candidates": [candidate], "usageMetadata": usage, "modelVersion": req.model}
+    return {
+        "model": req.model,
+        "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),  # ollama
+        "message": {"role": "assistant", "content": text},
+        "done": True,
+        "done_reason": "stop",
+        "prompt_eval_count": n_in,
+        "eval_count": n_out,
+    }
+
+
+def embed(text: str, dims: int = 16) -> list[float]:
+    """Unit-length hashed bag of words: equal texts -> cosine 1.0, shared words -> higher cosine."""
+    vec = [0.0] * dims
+    for word in re.findall(r"\w+", text.lower()) or [""]:  # "" keeps an empty text away from 0-vector
+        vec[int(hashlib.md5(word.encode()).hexdigest(), 16) % dims] += 1.0  # md5: stable across runs
+    norm = math.sqrt(sum(v * v for v in vec))
+    return [v / norm for v in vec]
+
+
+def _embeddings_reply(req: FakeRequest) -> dict:
+    dims = int(req.body.get("dimensions") or 16)
+    data: list[dict] = []
+    for i, text in enumerate(req.inputs):
+        vec: Any = embed(text, dims)
+        if req.body.get("encoding_format") == "base64":  # the openai SDK's default (LiteLLM omits it)
+            vec = base64.b64encode(struct.pack(f"<{dims}f", *vec)).decode()
+        data.append({"object": "embedding", "index": i, "embedding": vec})
+    n = sum(_tokens(t) for t in req.inputs)
+    usage = {"prompt_tokens": n, "total_tokens": n}
+    return {"object": "list", "data": data, "model": req.model, "usage": usage}
+
+
+def _error_body(protocol: str, status: int, message: str) -> dict:
+    # Anthropic's "overloaded_error" is its 529; LiteLLM maps that text to InternalServerError whatever
+    # the status, so it must not be used for 503.
+    kind = {
+        400: "invalid_request_error",
+        404: "not_found_error",
+        429: "rate_limit_error",
+        529: "overloaded_error",
+    }.get(status, "api_error")
+    if protocol == "anthropic":
+        return {"type": "error", "error": {"type": kind, "message": message}}
+    if protocol == "gemini":
+        return {"error": {"code": status, "message": message, "status": kind.upper()}}
+    return {"error": {"message": message, "type": kind, "code": status}}
+
+
+# ------------------------------------------------------------------ HTTP plumbing
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive like the real APIs; every reply sets Content-Length
+    server: _HTTPServer
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet: the tests own the console
+        pass
+
+    def send(self, status: int, payload: dict | str, headers: dict[str, str] | None = None) -> None:
+        data = (payload if isinstance(payload, str) else json.dumps(payload)).encode()
+        try:
+            self.send_response(status)
+            for k, v in {
+                "Content-Type": "application/json",
+                "Content-Length": str(len(data)),
+                **(headers or {}),
+            }.items():
+                self.send_header(k, v)
+            self.end_headers()
+            self.wfile.write(data)
+        except OSError:  # the client gave up (timeout) and closed the socket
+            self.close_connection = True
+
+    def do_GET(self) -> None:
+        self.send(404, _error_body("openai", 404, f"unknown path {self.path}"))
+
+    def do_POST(self) -> None:
+        self.server.owner._handle(self)
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True  # stop() never waits for a handler sleeping through a Fault.delay
+    request_queue_size = 256  # listen backlog for 32+ concurrent clients
+    owner: FakeLLMServer
+    conns: set[socket.socket]
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        self.conns.add(request)  # remembered so stop() can cut idle keep-alive connections
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        self.conns.discard(request)
+        super().shutdown_request(request)
+
+
+class FakeLLMServer:
+    def __init__(
+        self,
+        responder: Responder | None = None,
+        latency: float = 0.0,
+        error_rate: float = 0.0,
+        error_statuses: tuple[int, ...] = (429, 500, 503),
+        seed: int = 0,
+        port: int = 0,
+    ):
+        self.responder: Responder = responder or echo_schema_responder
+        self.latency, self.error_rate, self.error_statuses = latency, error_rate, error_statuses
+        self.seed, self.port = seed, port  # port=0: pick a free one
+        self.requests: list[FakeRequest] = []
+        self.faults = 0
+        self._lock = threading.Lock()
+        self._rng = random.Random(seed)
+        self._httpd: _HTTPServer | None = None
+
+    def start(self) -> FakeLLMServer:
+        httpd = self._httpd = _HTTPServer(("127.0.0.1", self.port), _Handler)
+        httpd.owner, httpd.conns = self, set()
+        # short poll interval because shutdown() waits up to one, and tests start and stop a lot
+        threading.Thread(target=httpd.serve_forever, args=(0.02,), name="fake-llm", daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        httpd, self._httpd = self._httpd, None
+        if httpd is None:
+            return
+        httpd.shutdown()  # stop accepting
+        for conn in list(httpd.conns):  # wake handlers parked on idle keep-alive sockets
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+        httpd.server_close()
+
+    def __enter__(self) -> FakeLLMServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def base_url(self) -> str:
+        if self._httpd is None:
+            raise RuntimeError("FakeLLMServer is not started")
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+
+    @property
+    def openai_base(self) -> str:
+        return self.base_url + "/v1"
+
+    def count(self, schema_name: str | None = None) -> int:
+        with self._lock:
+            return sum(1 for r in self.requests if schema_name is None or r.schema_name == schema_name)
+
+    def reset(self) -> None:
+        with self._lock:
+            self.requests.clear()
+            self.faults = 0
+            self._rng = random.Random(self.seed)  # same seed -> same fault sequence after a reset
+
+    def _handle(self, h: _Handler) -> None:
+        raw = h.rfile.read(int(h.headers.get("Content-Length") or 0))
+        path = h.path.split("?", 1)[0]
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            return h.send(400, _error_body("openai", 400, "body is not JSON"))
+        req = _parse(path, body, {k.lower(): v for k, v in h.headers.items()})
+        if req is None:
+            return h.send(404, _error_body("openai", 404, f"unknown path {path}"))
+        if body.get("stream") and req.protocol != "ollama":  # one JSON line is a valid ollama stream
+            return h.send(400, _error_body(req.protocol, 400, "FakeLLMServer does not stream"))
+        time.sleep(self.latency)  # per request; the threaded server lets concurrent sleeps overlap
+        with self._lock:
+            drawn = self._rng.random() < self.error_rate
+            status = self._rng.choice(self.error_statuses) if drawn else 0
+        result: str | dict | Fault
+        if drawn:
+            result = Fault(status=status, retry_after=0.05 if status == 429 else None)
+        elif req.protocol == "embeddings":  # responders are written for chat, so they never see these
+            result = _embeddings_reply(req)
+        else:
+            try:
+                result = self.responder(req)
+            except Exception as exc:  # a broken test responder should fail loudly, not hang the client
+                return h.send(500, _error_body(req.protocol, 500, f"responder raised {exc!r}"))
+        if isinstance(result, Fault):
+            with self._lock:
+                self.faults += 1
+            time.sleep(result.delay)
+            payload = result.body
+            if payload is None:
+                payload = json.dumps(_error_body(req.protocol, result.status, f"fake {result.status}"))
+            headers = {} if result.retry_after is None else {"Retry-After": f"{result.retry_after:g}"}
+            return h.send(result.status, payload, headers)
+        if req.protocol != "embeddings":
+            result = _chat_reply(req, result if isinstance(result, str) else json.dumps(result))
+        with self._lock:
+            self.requests.append(req)
+        h.send(200, result)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description="Run the evalframe fake LLM server until Ctrl-C.")
+    ap.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    ap.add_argument("--latency", type=float, default=0.0, help="seconds slept per request")
+    ap.add_argument("--error-rate", type=float, default=0.0, help="fraction answered 429/500/503")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    server = FakeLLMServer(latency=args.latency, error_rate=args.error_rate, seed=args.seed, port=args.port)
+    print(f"fake LLM server at {server.start().base_url}  (OpenAI base: {server.openai_base})", flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()

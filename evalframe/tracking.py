@@ -1,0 +1,111 @@
+"""MLflow logging: the only module that imports mlflow.
+
+One run per invocation, logged in a handful of batched calls (params, metrics, one table, a few
+artifacts) rather than one call per item: 1,000 single log_metric calls take seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from evalframe.results import RunResult, to_jsonable
+
+SECRET = re.compile(r"(api_?key|token|password|passwd|secret|credential)", re.IGNORECASE)
+REDACTED = "***"
+
+
+def redact(value: Any, key: str = "") -> Any:
+    """Blank out anything named like a secret. `*_env` keys hold a variable's name, not its value."""
+    if isinstance(value, Mapping):
+        return {k: redact(v, str(k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact(v, key) for v in value]
+    if key and SECRET.search(key) and not key.endswith("_env") and value not in (None, ""):
+        return REDACTED
+    return value
+
+
+def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
+    """Nested config -> {"model.name": "openai/gpt-4o-mini", ...} for MLflow params."""
+    flat: dict[str, str] = {}
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value:
+            flat.update(flatten(value, f"{name}."))
+        else:
+            flat[name] = json.dumps(value) if isinstance(value, list | dict) else str(value)
+    return flat
+
+
+def reasons_report(result: RunResult) -> str:
+    """A human-readable Markdown report of every item's score and reason."""
+    lines = ["# Reasons", ""]
+    for item in result.items:
+        lines += [
+            f"## {item.id}",
+            "",
+            f"**Input:** {item.input}",
+            "",
+            f"**Ground truth:** {item.ground_truth}",
+            "",
+        ]
+        lines += [f"**Output:** {item.output}", ""]
+        for name, r in item.scores.items():
+            shown = f"{r.score:.2f}" if r.scored else "unscored"
+            lines.append(f"- **{name}** {shown}: {r.reason}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def prompts_log(result: RunResult) -> str:
+    """Every rendered prompt and raw reply, one JSON object per model call."""
+    records = []
+    for item in result.items:
+        steps = [("target", item.target_step)] if item.target_step else []
+        steps += [(name, s) for name, r in item.scores.items() for s in r.steps]
+        for scorer, step in steps:
+            if step.messages:
+                records.append(
+                    json.dumps(
+                        {
+                            "item": item.id,
+                            "scorer": scorer,
+                            "step": step.step,
+                            "messages": step.messages,
+                            "raw": step.raw,
+                            "error": step.error,
+                        },
+                        ensure_ascii=False,
+                    )
+                )
+    return "\n".join(records) + "\n"
+
+
+def log_run(
+    result: RunResult,
+    config: Mapping[str, Any],
+    *,
+    uri: str,
+    experiment: str,
+    run_name: str,
+    tags: Mapping[str, str],
+) -> tuple[str, str]:
+    """Log one evaluation run. Returns (experiment id, run id)."""
+    import mlflow
+
+    safe = redact(config)
+    mlflow.set_tracking_uri(uri)
+    mlflow.set_experiment(experiment)
+    with mlflow.start_run(run_name=run_name) as run:
+        mlflow.set_tags(dict(tags))
+        mlflow.log_params(flatten(safe))
+        mlflow.log_metrics(result.metrics())
+        mlflow.log_table(data=result.table(), artifact_file="items.json")
+        mlflow.log_dict(safe, "config.yaml")
+        mlflow.log_text(prompts_log(result), "prompts.jsonl")
+        mlflow.log_text(reasons_report(result), "reasons.md")
+        mlflow.log_dict(to_jsonable(result.items), "items_full.json")
+        return run.info.experiment_id, run.info.run_id

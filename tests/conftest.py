@@ -1,0 +1,79 @@
+"""Shared fixtures: the fake judge server (a real HTTP server on 127.0.0.1) and config composition."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # before anything imports litellm
+os.environ.setdefault("LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS", "True")
+
+from evalframe.paths import CONF_DIR
+from evalframe.testserver import FakeLLMServer
+from tests.fake_judge import judge
+
+# Variables that would let a test reach a real provider or a real tracking server.
+_LEAKY = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "MLFLOW_TRACKING_URI", "OPENAI_BASE_URL")
+
+
+@pytest.fixture(autouse=True)
+def _no_real_providers(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in _LEAKY:
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(scope="session")
+def server() -> Iterator[FakeLLMServer]:
+    with FakeLLMServer(responder=judge) as s:
+        yield s
+
+
+@pytest.fixture
+def judge_server(server: FakeLLMServer) -> Iterator[FakeLLMServer]:
+    """The session's server, reset to the default judge and empty counters for this test."""
+    server.responder = judge
+    server.reset()
+    yield server
+    server.responder = judge
+
+
+def compose(overrides: list[str]) -> dict[str, Any]:
+    """Compose the config exactly as `python -m evalframe OVERRIDES` would, resolved to plain data."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from omegaconf import OmegaConf
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = hydra_compose(config_name="config", overrides=overrides)
+    config = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+    assert isinstance(config, dict)
+    return {str(k): v for k, v in config.items()}
+
+
+def fake_model(server: FakeLLMServer, option: str = "gpt") -> list[str]:
+    """Overrides that point a model option at the fake server, speaking that provider's protocol."""
+    base = server.openai_base if option == "gpt" else server.base_url
+    return [f"model={option}", f"model.api_base={base}", "model.timeout=10"]
+
+
+def run_cli(
+    args: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    """`python -m evalframe ARGS` in a subprocess, as a user runs it."""
+    full_env = {k: v for k, v in os.environ.items() if k not in _LEAKY}
+    full_env.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "evalframe", *args],
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )

@@ -1,0 +1,207 @@
+"""Every option of every config group composes, and runs against the fake judge (in-process)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evalframe import run
+from evalframe.paths import CONF_DIR, PROMPTS_DIR, SAMPLE_DATASET
+from evalframe.results import RunResult
+from evalframe.testserver import FakeLLMServer
+from tests.conftest import compose, fake_model
+
+
+def options(group: str) -> list[str]:
+    return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
+
+
+def evaluate(overrides: list[str], tmp_path: Path) -> RunResult:
+    return run.evaluate(compose(overrides), tmp_path / "out")
+
+
+def judge(server: FakeLLMServer, *extra: str) -> list[str]:
+    return ["scorer=answer_similarity", *fake_model(server), "tracking=none", "dataset.limit=4", *extra]
+
+
+def test_every_group_has_the_options_the_docs_promise() -> None:
+    assert options("dataset") == ["csv", "jsonl", "sample"]
+    assert options("target") == ["dataset", "llm"]
+    assert options("scorer") == ["answer_similarity", "semantic_similarity"]
+    assert set(options("model")) >= {"gpt", "claude", "gemini", "ollama"}
+    assert options("penalties") == ["default", "lenient", "strict"]
+    assert options("tracking") == ["mlflow", "none"]
+
+
+@pytest.mark.parametrize("option", options("model"))
+def test_each_judge_model_runs_over_its_own_protocol(
+    option: str, judge_server: FakeLLMServer, tmp_path: Path
+) -> None:
+    result = evaluate(
+        ["scorer=answer_similarity", *fake_model(judge_server, option), "tracking=none", "dataset.limit=2"],
+        tmp_path,
+    )
+    assert result.summaries["answer_similarity"].scored == 2
+    assert result.items[0].scores["answer_similarity"].score == 1.0  # exact-capital
+    protocol = {"gpt": "openai", "claude": "anthropic", "gemini": "gemini", "ollama": "ollama"}[option]
+    assert {r.protocol for r in judge_server.requests} == {protocol}
+    assert all(r.schema is not None for r in judge_server.requests)  # structured output on the wire
+
+
+@pytest.mark.parametrize("option", options("model"))
+def test_each_judge_model_is_temperature_zero_with_timeout_and_retries(option: str) -> None:
+    model = compose([f"model={option}"])["model"]
+    assert model["temperature"] == 0 and model["timeout"] > 0 and model["max_retries"] >= 1
+
+
+def test_penalty_presets_order_the_mean_score(judge_server: FakeLLMServer, tmp_path: Path) -> None:
+    means = {
+        option: evaluate(judge(judge_server, f"penalties={option}", "dataset.limit=12"), tmp_path)
+        .summaries["answer_similarity"]
+        .mean
+        for option in options("penalties")
+    }
+    assert means["strict"] < means["default"] < means["lenient"]
+
+
+def test_penalties_sweep_key_reaches_the_scorer() -> None:
+    config = compose(["scorer=answer_similarity", "penalties.missing=0.3", "penalties.contradiction=0.5"])
+    assert config["scorers"]["answer_similarity"]["penalties"]["missing"] == 0.3
+    assert config["scorers"]["answer_similarity"]["penalties"]["contradiction"] == 0.5
+
+
+def _write_rows(path: Path, fmt: str) -> None:
+    rows = [json.loads(line) for line in SAMPLE_DATASET.read_text().splitlines()[:3]]
+    if fmt == "jsonl":
+        path.write_text(
+            "".join(
+                json.dumps({"q": r["input"], "gt": r["ground_truth"], "answer": r["output"]}) + "\n"
+                for r in rows
+            )
+        )
+    else:
+        import csv
+
+        with path.open("w", newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(["q", "gt", "answer"])
+            writer.writerows([r["input"], r["ground_truth"], r["output"]] for r in rows)
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv"])
+def test_own_dataset_files_with_a_column_mapping(
+    fmt: str, judge_server: FakeLLMServer, tmp_path: Path
+) -> None:
+    path = tmp_path / f"qa.{fmt}"
+    _write_rows(path, fmt)
+    result = evaluate(
+        judge(
+            judge_server,
+            f"dataset={fmt}",
+            f"dataset.path={path}",
+            "dataset.columns.input=q",
+            "dataset.columns.ground_truth=gt",
+            "dataset.columns.output=answer",
+        ),
+        tmp_path,
+    )
+    assert [i.id for i in result.items] == (["1", "2", "3"] if fmt == "jsonl" else ["2", "3", "4"])
+    assert result.items[0].scores["answer_similarity"].score == 1.0
+
+
+def test_dataset_path_is_required_for_own_files() -> None:
+    from omegaconf.errors import MissingMandatoryValue
+
+    with pytest.raises(MissingMandatoryValue, match=r"dataset\.path"):
+        compose(["dataset=jsonl"])
+
+
+def test_llm_target_generates_outputs_with_the_users_prompt(
+    judge_server: FakeLLMServer, tmp_path: Path
+) -> None:
+    prompt = tmp_path / "mine.j2"
+    prompt.write_text("You are a geography bot. Category {{ row.category }}.\nQuestion: {{ input }}")
+    result = evaluate(
+        judge(
+            judge_server,
+            "target=llm",
+            f"target.prompt={prompt}",
+            "dataset.limit=2",
+            f"target.model.api_base={judge_server.openai_base}",
+        ),
+        tmp_path,
+    )
+    generated = [r for r in judge_server.requests if r.schema is None]
+    assert len(generated) == 2
+    assert generated[0].messages[-1]["content"] == (
+        "You are a geography bot. Category exact.\nQuestion: What is the capital of France?"
+    )
+    assert result.items[0].output == "An answer to: Question: What is the capital of France?"
+    assert result.items[0].target_step is not None and result.items[0].target_step.usage.prompt_tokens > 0
+    assert result.summaries["answer_similarity"].scored == 2
+
+
+def test_llm_target_model_can_differ_from_the_judge() -> None:
+    config = compose(
+        ["target=llm", "target.model.name=openai/gpt-4o", "model=claude", "model@target.model=gemini"]
+    )
+    assert config["target"]["model"]["name"] == "openai/gpt-4o"
+    assert config["target"]["model"]["api_key_env"] == "GEMINI_API_KEY"
+    assert config["scorers"] == {"semantic_similarity": config["scorers"]["semantic_similarity"]}
+    assert config["model"]["name"].startswith("anthropic/")
+
+
+def test_several_scorers_at_once(judge_server: FakeLLMServer, tmp_path: Path) -> None:
+    result = evaluate(
+        [
+            "scorer=[answer_similarity,semantic_similarity]",
+            *fake_model(judge_server),
+            "tracking=none",
+            "dataset.limit=3",
+        ],
+        tmp_path,
+    )
+    assert result.scorers == ["answer_similarity", "semantic_similarity"]
+    assert all(set(i.scores) == {"answer_similarity", "semantic_similarity"} for i in result.items)
+    assert result.items[0].scores["semantic_similarity"].score == 1.0  # identical texts
+
+
+def test_reason_llm_asks_the_judge_for_prose(judge_server: FakeLLMServer, tmp_path: Path) -> None:
+    result = evaluate(judge(judge_server, "reason=llm", "dataset.limit=2"), tmp_path)
+    assert judge_server.count("Reason") == 2
+    assert result.items[0].scores["answer_similarity"].reason == "The judge explains the score in prose."
+
+
+def test_users_own_prompt_directory(judge_server: FakeLLMServer, tmp_path: Path) -> None:
+    mine = tmp_path / "prompts"
+    shutil.copytree(PROMPTS_DIR / "answer_similarity", mine)
+    (mine / "extract.j2").write_text("MY OWN EXTRACTION PROMPT\n{{ text | fence('TEXT') }}")
+    evaluate(judge(judge_server, f"scorers.answer_similarity.prompt_dir={mine}", "dataset.limit=1"), tmp_path)
+    extracts = [r for r in judge_server.requests if r.schema_name == "SemanticUnits"]
+    assert extracts and all("MY OWN EXTRACTION PROMPT" in r.messages[-1]["content"] for r in extracts)
+
+
+def test_tracking_mlflow_logs_to_the_configured_uri(judge_server: FakeLLMServer, tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    config: dict[str, Any] = compose(
+        [
+            *judge(judge_server)[:-2],
+            "tracking=mlflow",
+            f"tracking.uri=sqlite:///{db}",
+            "tracking.experiment=mine",
+            "dataset.limit=2",
+        ]
+    )
+    run.evaluate(config, tmp_path / "out")
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{db}")
+    experiment = client.get_experiment_by_name("mine")
+    assert experiment is not None
+    [logged] = client.search_runs([experiment.experiment_id])
+    assert logged.data.metrics["answer_similarity/scored"] == 2
+    assert logged.info.run_name == "sample-answer_similarity"
