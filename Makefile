@@ -25,8 +25,8 @@ test: setup
 	$(PY) -m pytest -q; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests ran" >&2; exit 1; fi; exit $$rc
 
 lint: setup
-	$(VENV)/bin/ruff check evalframe tests bench
-	$(VENV)/bin/ruff format --check evalframe tests bench
+	$(VENV)/bin/ruff check
+	$(VENV)/bin/ruff format --check
 	$(VENV)/bin/mypy
 
 clean:

@@ -81,7 +81,7 @@ class ModelSettings:
 
     def api_key(self) -> str | None:
         key = os.environ.get(self.api_key_env) if self.api_key_env else None
-        if not key and self.api_base and self.api_key_env:
+        if not key and self.api_base:
             # A self-hosted OpenAI-compatible server usually needs no key, but the OpenAI client
             # refuses to start without one.
             return "no-key"
@@ -117,6 +117,15 @@ class ModelSettings:
         if key:
             kwargs["api_key"] = key
         return kwargs
+
+
+def missing_keys(model: str) -> list[str]:
+    """Environment variables a provider needs for `model` that are not set (none for local/...)."""
+    from evalframe.local_embeddings import PROVIDER
+
+    if model.startswith(f"{PROVIDER}/"):
+        return []
+    return list(lib().validate_environment(model=model).get("missing_keys") or [])
 
 
 class ModelRejected(ConfigError):

@@ -14,7 +14,7 @@ import numpy as np
 
 from evalframe.data import Row
 from evalframe.errors import ConfigError
-from evalframe.llm import embed
+from evalframe.llm import embed, missing_keys
 from evalframe.results import ScoreResult, StepResult
 from evalframe.scorers import Context, Scorer
 
@@ -46,16 +46,30 @@ class SemanticSimilarity(Scorer):
             raise ConfigError(f"aggregate={aggregate!r} is not an option; use one of {', '.join(AGGREGATES)}")
         if threshold is not None and not 0 <= threshold <= 1:
             raise ConfigError(f"threshold={threshold} must be between 0 and 1 (or null for raw cosine)")
-        if api_key_env and not os.environ.get(api_key_env) and not api_base:
-            raise ConfigError(f"{api_key_env} is not set, and the embedding models {list(models)} need it")
         self.models_ = list(models)
         self.aggregate = aggregate
         self.threshold = threshold
         self.require_ground_truth = require_ground_truth
         self.batch_size = batch_size
         self.api_base = api_base
-        self.api_key = os.environ.get(api_key_env) if api_key_env else None
+        self.api_key_env = api_key_env
+        # A self-hosted server usually needs no key, but the OpenAI client refuses to start without one.
+        self.api_key = (os.environ.get(api_key_env) if api_key_env else None) or (
+            "no-key" if api_base else None
+        )
         self.timeout = timeout
+
+    def validate(self, sample: Row) -> None:
+        """Find a missing embedding key before any call (LiteLLM knows each provider's variables)."""
+        if self.api_base or (self.api_key_env and os.environ.get(self.api_key_env)):
+            return
+        for model in self.models_:
+            missing = missing_keys(model)
+            if missing:
+                raise ConfigError(
+                    f"{', '.join(missing)} not set, and the embedding model {model} needs it: set it, or use "
+                    "scorers.semantic_similarity.models=[local/all-MiniLM-L6-v2] (offline, no key)"
+                )
 
     async def score(self, items: list[tuple[Row, str]], ctx: Context) -> list[ScoreResult]:
         pairs = [(output, row.ground_truth) for row, output in items]

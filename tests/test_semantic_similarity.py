@@ -1,0 +1,115 @@
+"""Semantic similarity through the real embedding door: the fake server's OpenAI embeddings endpoint
+(bag-of-words vectors) and the bundled local model."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from evalframe.data import Row
+from evalframe.errors import ConfigError
+from evalframe.scorers import Context
+from evalframe.scorers.semantic_similarity import SemanticSimilarity
+from evalframe.testserver import FakeLLMServer
+
+
+def row(truth: str | None, i: int = 0) -> Row:
+    return Row(id=str(i), input="q", ground_truth=truth, output=None, line=i + 1)
+
+
+def score(scorer: SemanticSimilarity, pairs: Sequence[tuple[str | None, str]]) -> list[float]:
+    items = [(row(truth, i), output) for i, (truth, output) in enumerate(pairs)]
+    results = asyncio.run(scorer.score(items, Context(limiter=asyncio.Semaphore(4))))
+    return [r.score for r in results]
+
+
+def remote(server: FakeLLMServer, **options: Any) -> SemanticSimilarity:
+    return SemanticSimilarity(
+        models=["openai/text-embedding-3-small"], api_base=server.openai_base, **options
+    )
+
+
+def test_identical_texts_score_one_and_disjoint_texts_zero(judge_server: FakeLLMServer) -> None:
+    scores = score(
+        remote(judge_server), [("Paris is the capital", "Paris is the capital"), ("red apples", "blue sky")]
+    )
+    assert scores[0] == pytest.approx(1.0)
+    assert scores[1] < 0.5
+
+
+def test_all_texts_are_embedded_in_few_batched_calls(judge_server: FakeLLMServer) -> None:
+    pairs = [(f"truth {i}", f"output {i}") for i in range(50)]
+    score(remote(judge_server, batch_size=40), pairs)
+    embedding_calls = [r for r in judge_server.requests if r.protocol == "embeddings"]
+    assert len(embedding_calls) == 3  # 100 distinct texts in batches of 40
+    assert sum(len(r.inputs) for r in embedding_calls) == 100
+
+
+def test_threshold_turns_scores_into_pass_fail(judge_server: FakeLLMServer) -> None:
+    scores = score(remote(judge_server, threshold=0.8), [("a b c d", "a b c d"), ("a b c d", "a x y z")])
+    assert scores == [1.0, 0.0]
+
+
+def test_per_model_scores_are_kept_and_aggregated(judge_server: FakeLLMServer) -> None:
+    scorer = SemanticSimilarity(
+        models=["openai/text-embedding-3-small", "openai/text-embedding-3-large"],
+        api_base=judge_server.openai_base,
+        aggregate="min",
+    )
+    [result] = asyncio.run(scorer.score([(row("a b c"), "a b d")], Context(limiter=asyncio.Semaphore(2))))
+    assert set(result.details["per_model"]) == {
+        "openai/text-embedding-3-small",
+        "openai/text-embedding-3-large",
+    }
+    assert result.score == pytest.approx(min(result.details["per_model"].values()), abs=1e-4)
+
+
+def test_empty_output_and_missing_truth_score_zero_with_a_reason(judge_server: FakeLLMServer) -> None:
+    scorer = remote(judge_server, require_ground_truth=False)
+    items = [(row("truth"), "  "), (row(None, 1), "output"), (row("", 2), "output")]
+    results = asyncio.run(scorer.score(items, Context(limiter=asyncio.Semaphore(2))))
+    assert [r.score for r in results] == [0.0, 0.0, 0.0]
+    assert "output is empty" in results[0].reason and "No ground truth" in results[1].reason
+
+
+def test_a_failing_embedding_model_leaves_items_unscored_not_zero() -> None:
+    with FakeLLMServer(error_rate=1.0, error_statuses=(500,)) as broken:
+        scorer = SemanticSimilarity(models=["openai/text-embedding-3-small"], api_base=broken.openai_base)
+        [result] = asyncio.run(scorer.score([(row("a"), "b")], Context(limiter=asyncio.Semaphore(1))))
+    assert not result.scored and result.error and "InternalServerError" in result.error
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"models": []}, "models is empty"),
+        ({"aggregate": "avg"}, "aggregate='avg'"),
+        ({"threshold": 2}, "between 0 and 1"),
+    ],
+)
+def test_bad_options_are_config_errors(options: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        SemanticSimilarity(**options)  # type: ignore[arg-type]
+
+
+@pytest.mark.slow
+def test_local_model_ranks_paraphrase_above_unrelated() -> None:
+    scorer = SemanticSimilarity()  # local/all-MiniLM-L6-v2, offline
+    paraphrase, unrelated = score(
+        scorer,
+        [
+            ("The capital of France is Paris.", "Paris is France's capital city."),
+            ("The capital of France is Paris.", "Bananas are rich in potassium."),
+        ],
+    )
+    assert paraphrase > 0.8 > 0.3 > unrelated
+
+
+def test_a_missing_embedding_key_is_found_before_any_call() -> None:
+    scorer = SemanticSimilarity(models=["openai/text-embedding-3-small"])
+    with pytest.raises(ConfigError, match=r"OPENAI_API_KEY not set.*local/all-MiniLM-L6-v2"):
+        scorer.validate(row("x"))
+    SemanticSimilarity().validate(row("x"))  # the local model needs nothing
