@@ -14,13 +14,15 @@ import os
 import random
 import re
 import time
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, TypeVar
 
 import numpy as np
 from pydantic import BaseModel, ValidationError
 
+from evalframe.cache import Cache
+from evalframe.cache import key as cache_key
 from evalframe.errors import ConfigError
 from evalframe.prompts import Message
 from evalframe.results import StepResult, Usage
@@ -181,12 +183,29 @@ def response_format(reply_model: type[BaseModel]) -> dict[str, Any]:
     }
 
 
-class LLM:
-    """One model with the run's shared concurrency limit."""
+@dataclass
+class Stats:
+    """Running totals for the progress bar and the summary."""
 
-    def __init__(self, settings: ModelSettings, limiter: asyncio.Semaphore):
+    calls: int = 0  # requests sent to a model, retries included
+    hits: int = 0  # replies taken from the cache or shared with an identical request in flight
+    cost: float = 0.0
+
+
+Validate = Callable[[str], dict[str, Any]]
+
+
+class LLM:
+    """One model, sharing the run's concurrency limit, cache and stats with every other model."""
+
+    def __init__(self, settings: ModelSettings, limiter: asyncio.Semaphore, cache: Cache, stats: Stats):
         self.settings = settings
         self.limiter = limiter
+        self.cache = cache
+        self.stats = stats
+        # Identical requests within a run (the same ground truth extracted for several rows or scorers)
+        # share one call, even while it is still in flight.
+        self._shared: dict[str, asyncio.Future[StepResult]] = {}
 
     async def _complete(self, messages: list[Message], step: StepResult, **kwargs: Any) -> Any:
         """One completion, retried on rate limits, server errors and timeouts."""
@@ -197,15 +216,16 @@ class LLM:
             try:
                 async with self.limiter:
                     started = time.perf_counter()
+                    self.stats.calls += 1
+                    step.attempts += 1
                     response = await litellm.acompletion(
                         messages=messages, **self.settings.call_kwargs(), **kwargs
                     )
                 step.latency += time.perf_counter() - started
-                step.attempts += 1
+                self._account(step, response)
                 return response
             except transient as e:
                 step.latency += time.perf_counter() - started
-                step.attempts += 1
                 if attempt == self.settings.max_retries:
                     raise
                 await asyncio.sleep(backoff(attempt + 1, e))
@@ -218,12 +238,66 @@ class LLM:
 
     def _account(self, step: StepResult, response: Any) -> None:
         usage = getattr(response, "usage", None)
-        cost = (getattr(response, "_hidden_params", None) or {}).get("response_cost")
+        cost = float((getattr(response, "_hidden_params", None) or {}).get("response_cost") or 0.0)
         step.usage += Usage(
             prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
             completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
-            cost=float(cost or 0.0),
+            cost=cost,
         )
+        self.stats.cost += cost
+
+    def _key(self, messages: list[Message], fmt: dict[str, Any] | None) -> str:
+        s = self.settings
+        model = {
+            "name": s.name,
+            "api_base": s.api_base,
+            "temperature": s.temperature,
+            "max_tokens": s.max_tokens,
+            "extra": dict(s.extra),
+        }  # timeout and retries cannot change a reply: not in the key
+        return cache_key({"model": model, "messages": messages, "response_format": fmt})
+
+    async def _once(
+        self,
+        step_name: str,
+        messages: list[Message],
+        fmt: dict[str, Any] | None,
+        validate: Validate,
+        ask: Callable[[], Awaitable[StepResult]],
+    ) -> StepResult:
+        """Serve a request from the run's shared calls or the disk cache, else ask the model (once)."""
+        k = self._key(messages, fmt)
+        if k in self._shared:
+            first = await asyncio.shield(self._shared[k])
+            self.stats.hits += 1
+            return replace(first, step=step_name, usage=Usage(), latency=0.0, attempts=0, cached=True)
+        future: asyncio.Future[StepResult] = asyncio.get_running_loop().create_future()
+        future.add_done_callback(lambda f: f.cancelled() or f.exception())  # no "never retrieved" noise
+        self._shared[k] = future
+        try:
+            step = self._from_cache(k, step_name, messages, validate)
+            if step is None:
+                step = await ask()
+                if step.ok:  # errors and unparseable replies are never cached: they are asked again
+                    self.cache.put(k, {"raw": step.raw})
+            future.set_result(step)
+            return step
+        except BaseException as e:
+            future.set_exception(e)
+            raise
+
+    def _from_cache(
+        self, k: str, step_name: str, messages: list[Message], validate: Validate
+    ) -> StepResult | None:
+        hit = self.cache.get(k)
+        if hit is None:
+            return None
+        try:
+            reply = validate(hit["raw"])
+        except ValidationError:
+            return None  # stored under an older schema: ask again
+        self.stats.hits += 1
+        return StepResult(step=step_name, messages=messages, reply=reply, raw=hit["raw"], cached=True)
 
     async def structured(
         self,
@@ -238,55 +312,61 @@ class LLM:
         `max_retries` the step carries the error and the last raw reply, and the caller marks the
         item unscored (never a silent 0).
         """
-        step = StepResult(step=step_name, messages=messages)
-        conversation = list(messages)
         fmt = response_format(reply_model)
-        for attempt in range(self.settings.max_retries + 1):
-            try:
-                response = await self._complete(conversation, step, response_format=fmt)
-            except ModelRejected:
-                raise
-            except Exception as e:  # one failed call must not end the run: the item is unscored
-                step.error = f"{type(e).__name__}: {str(e)[:500]}"
-                return step
-            self._account(step, response)
-            step.raw = response.choices[0].message.content or ""
-            try:
-                reply = reply_model.model_validate_json(_strip_fences(step.raw), context=context)
-            except ValidationError as e:
-                problem = "; ".join(
-                    f"{'.'.join(map(str, err['loc'])) or 'reply'}: {err['msg']}" for err in e.errors()
-                )
-                step.error = f"invalid reply after {attempt + 1} attempt(s): {problem}"
-                conversation = [
-                    *conversation,
-                    {"role": "assistant", "content": step.raw},
-                    {
-                        "role": "user",
-                        "content": f"That reply is invalid: {problem}. Reply again with only the "
-                        "corrected JSON object, matching the schema.",
-                    },
-                ]
-                continue
-            step.reply = reply.model_dump()
-            step.error = None
+
+        def validate(raw: str) -> dict[str, Any]:
+            return reply_model.model_validate_json(_strip_fences(raw), context=context).model_dump()
+
+        async def ask() -> StepResult:
+            step = StepResult(step=step_name, messages=messages)
+            conversation = list(messages)
+            for attempt in range(self.settings.max_retries + 1):
+                try:
+                    response = await self._complete(conversation, step, response_format=fmt)
+                except ModelRejected:
+                    raise
+                except Exception as e:  # one failed call must not end the run: the item is unscored
+                    step.error = f"{type(e).__name__}: {str(e)[:500]}"
+                    return step
+                step.raw = response.choices[0].message.content or ""
+                try:
+                    step.reply, step.error = validate(step.raw), None
+                    return step
+                except ValidationError as e:
+                    problem = "; ".join(
+                        f"{'.'.join(map(str, err['loc'])) or 'reply'}: {err['msg']}" for err in e.errors()
+                    )
+                    step.error = f"invalid reply after {attempt + 1} attempt(s): {problem}"
+                    conversation = [
+                        *conversation,
+                        {"role": "assistant", "content": step.raw},
+                        {
+                            "role": "user",
+                            "content": f"That reply is invalid: {problem}. Reply again with only the "
+                            "corrected JSON object, matching the schema.",
+                        },
+                    ]
             return step
-        return step
+
+        return await self._once(step_name, messages, fmt, validate, ask)
 
     async def text(self, step_name: str, messages: list[Message]) -> StepResult:
         """Free-text completion (the system under test)."""
-        step = StepResult(step=step_name, messages=messages)
-        try:
-            response = await self._complete(messages, step)
-        except ModelRejected:
-            raise
-        except Exception as e:  # one failed call must not end the run: the item gets no output
-            step.error = f"{type(e).__name__}: {str(e)[:500]}"
+
+        async def ask() -> StepResult:
+            step = StepResult(step=step_name, messages=messages)
+            try:
+                response = await self._complete(messages, step)
+            except ModelRejected:
+                raise
+            except Exception as e:  # one failed call must not end the run: the item gets no output
+                step.error = f"{type(e).__name__}: {str(e)[:500]}"
+                return step
+            step.raw = response.choices[0].message.content or ""
+            step.reply = {"text": step.raw}
             return step
-        self._account(step, response)
-        step.raw = response.choices[0].message.content or ""
-        step.reply = {"text": step.raw}
-        return step
+
+        return await self._once(step_name, messages, None, lambda raw: {"text": raw}, ask)
 
 
 async def embed(

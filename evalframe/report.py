@@ -3,22 +3,46 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from evalframe.llm import Stats
 from evalframe.results import RunResult
 
 # Outside a terminal (CI logs, pipes) rich would wrap at 80 columns and cut scorer names.
 console = Console(width=None if Console().is_terminal else 120)
 
 
+@contextmanager
+def progress(total: int, stats: Stats) -> Iterator[Callable[[], None]]:
+    """A live bar (items done, model calls, cache hits, cost so far); silent when not in a terminal."""
+    columns = (
+        TextColumn("[bold]scoring"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("calls {task.fields[calls]}  cache hits {task.fields[hits]}  ${task.fields[cost]:.4f}"),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=console, disable=not console.is_terminal, transient=False) as bar:
+        task = bar.add_task("scoring", total=total, calls=0, hits=0, cost=0.0)
+
+        def advance() -> None:
+            bar.update(task, advance=1, calls=stats.calls, hits=stats.hits, cost=stats.cost)
+
+        yield advance
+        bar.update(task, calls=stats.calls, hits=stats.hits, cost=stats.cost)
+
+
 def _fmt(value: float, digits: int = 3) -> str:
     return "–" if math.isnan(value) else f"{value:.{digits}f}"
 
 
-def summary(result: RunResult, saved: Path) -> None:
+def summary(result: RunResult, saved: Path, stats: Stats) -> None:
     table = Table(title=f"evalframe: {len(result.items)} items")
     for column in ("scorer", "mean", "std", "min", "max", "scored", "unscored", "cost $"):
         table.add_column(column, justify="left" if column == "scorer" else "right")
@@ -36,8 +60,8 @@ def summary(result: RunResult, saved: Path) -> None:
     console.print(table)
     usage = result.usage
     console.print(
-        f"tokens: {usage.prompt_tokens} in, {usage.completion_tokens} out; cost ${usage.cost:.4f}; "
-        f"results: {saved}"
+        f"model calls: {stats.calls}, cache hits: {stats.hits}; tokens: {usage.prompt_tokens} in, "
+        f"{usage.completion_tokens} out; cost ${usage.cost:.4f}; results: {saved}"
     )
 
 

@@ -40,6 +40,7 @@ class StepResult:
     usage: Usage = field(default_factory=Usage)
     latency: float = 0.0  # seconds spent waiting for the model, all attempts
     error: str | None = None
+    cached: bool = False  # served from the cache or shared with an identical request: no cost
 
     @property
     def ok(self) -> bool:

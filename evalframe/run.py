@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from evalframe import data, report
+from evalframe.cache import Cache
 from evalframe.errors import ConfigError, EvalframeError
 from evalframe.results import ItemResult, RunResult, ScoreResult, to_jsonable
 from evalframe.scorers import Context, Scorer
@@ -75,9 +76,8 @@ def plan(config: dict[str, Any]) -> Plan:
     return Plan(config, target, scorers, rows)
 
 
-async def execute(plan: Plan, concurrency: int) -> RunResult:
+async def execute(plan: Plan, ctx: Context) -> RunResult:
     """Produce the outputs, then let every scorer score them concurrently."""
-    ctx = Context(limiter=asyncio.Semaphore(concurrency))
     produced = await plan.target.outputs(plan.rows, ctx)
     items = [
         ItemResult(id=row.id, input=row.input, ground_truth=row.ground_truth, output=output, target_step=step)
@@ -124,9 +124,17 @@ def run_name(config: Mapping[str, Any]) -> str:
 def evaluate(config: dict[str, Any], output_dir: Path) -> RunResult:
     """Run a resolved config end to end: plan, execute, save, log, print."""
     p = plan(config)
-    result = asyncio.run(execute(p, int(config.get("concurrency", 8))))
+    cache_cfg = config.get("cache") or {}
+    ctx = Context(
+        limiter=asyncio.Semaphore(int(config.get("concurrency", 8))),
+        cache=Cache(cache_cfg.get("mode", "readwrite"), cache_cfg.get("dir")),
+    )
+    generates = bool(p.target.models())
+    with report.progress(len(p.rows) * (len(p.scorers) + generates), ctx.stats) as advance:
+        ctx.on_item = advance
+        result = asyncio.run(execute(p, ctx))
     saved = save_results(result, output_dir)
-    report.summary(result, saved)
+    report.summary(result, saved, ctx.stats)
     tracking = config.get("tracking") or {}
     if tracking.get("enabled"):
         from evalframe import tracking as mlflow_tracking

@@ -55,5 +55,11 @@ class LLMTarget(Target):
 
     async def outputs(self, rows: list[Row], ctx: Context) -> list[tuple[str, StepResult | None]]:
         llm = ctx.llm(self.settings)
-        steps = await asyncio.gather(*(llm.text("target", self._render(row)) for row in rows))
+
+        async def generate(row: Row) -> StepResult:
+            step = await llm.text("target", self._render(row))
+            ctx.on_item()
+            return step
+
+        steps = await asyncio.gather(*(generate(row) for row in rows))
         return [(step.raw or "", step) for step in steps]

@@ -23,9 +23,11 @@ _LEAKY = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "MLFLOW_TRACK
 
 
 @pytest.fixture(autouse=True)
-def _no_real_providers(monkeypatch: pytest.MonkeyPatch) -> None:
+def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No real providers or tracking servers, and a judge cache of the test's own."""
     for name in _LEAKY:
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("EVALFRAME_CACHE_DIR", str(tmp_path / "cache"))
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from evalframe import run
-from evalframe.llm import LLM, ModelSettings
+from evalframe.cache import Cache
+from evalframe.llm import LLM, ModelSettings, Stats
 from evalframe.results import StepResult
 from evalframe.scorers.answer_similarity import SemanticUnits
 from evalframe.testserver import FakeLLMServer, FakeRequest, Fault
@@ -21,7 +22,7 @@ def settings(server: FakeLLMServer, **extra: Any) -> ModelSettings:
 
 
 def ask(server: FakeLLMServer, **extra: Any) -> StepResult:
-    llm = LLM(settings(server, **extra), asyncio.Semaphore(4))
+    llm = LLM(settings(server, **extra), asyncio.Semaphore(4), Cache("off"), Stats())
     messages = [{"role": "user", "content": "<TEXT-00000000>\nA. B.\n</TEXT-00000000>"}]
     return asyncio.run(llm.structured("extract", messages, SemanticUnits))
 

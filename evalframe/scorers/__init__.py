@@ -8,24 +8,30 @@ from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_UP, Decimal
 
+from evalframe.cache import Cache
 from evalframe.data import Row
-from evalframe.llm import LLM, ModelSettings
+from evalframe.llm import LLM, ModelSettings, Stats
 from evalframe.results import ScoreResult
 
 
 @dataclass
 class Context:
-    """What a scorer may use while running: the shared limit on requests in flight."""
+    """What scorers and targets share while running: the limit on requests in flight, the cache, the
+    running totals, and a callback that advances the progress bar."""
 
     limiter: asyncio.Semaphore
+    cache: Cache = field(default_factory=lambda: Cache("off"))
+    stats: Stats = field(default_factory=Stats)
+    on_item: Callable[[], None] = lambda: None
     _llms: dict[ModelSettings, LLM] = field(default_factory=dict)
 
     def llm(self, settings: ModelSettings) -> LLM:
         if settings not in self._llms:
-            self._llms[settings] = LLM(settings, self.limiter)
+            self._llms[settings] = LLM(settings, self.limiter, self.cache, self.stats)
         return self._llms[settings]
 
 

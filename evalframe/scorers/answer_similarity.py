@@ -167,7 +167,14 @@ class AnswerSimilarity(Scorer):
             self.prompts.render("reason", input=sample.input, analysis=analysis, score=0.5, scale=self.scale)
 
     async def score(self, items: list[tuple[Row, str]], ctx: Context) -> list[ScoreResult]:
-        return list(await asyncio.gather(*(self._one(row, output, ctx) for row, output in items)))
+        async def one(row: Row, output: str) -> ScoreResult:
+            result = await self._one(row, output, ctx)
+            ctx.on_item()
+            return result
+
+        # All items at once: the shared limiter keeps `concurrency` requests in flight across items
+        # and steps, instead of waiting for one item's steps before starting the next.
+        return list(await asyncio.gather(*(one(row, output) for row, output in items)))
 
     async def _extract(self, text: str, ctx: Context) -> StepResult:
         messages = self.prompts.render("extract", text=text)

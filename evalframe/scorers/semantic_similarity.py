@@ -92,7 +92,10 @@ class SemanticSimilarity(Scorer):
             except Exception as e:  # the run goes on; these items are unscored, with the reason
                 step.error = f"{type(e).__name__}: {str(e)[:500]}"
             steps[model] = step
-        return [self._one(output, truth, index, per_model, steps) for output, truth in pairs]
+        results = [self._one(output, truth, index, per_model, steps) for output, truth in pairs]
+        for _ in results:
+            ctx.on_item()
+        return results
 
     def _one(
         self,
