@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import random
 import sqlite3
 import threading
 import time
@@ -57,7 +58,16 @@ class Cache:
         if db is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             db = sqlite3.connect(self.path, timeout=30, isolation_level=None)  # autocommit
-            db.execute("PRAGMA journal_mode=WAL")
+            # Switching to WAL takes an exclusive lock, and SQLite does not wait for it when several
+            # processes open a new cache at the same moment: retry briefly instead of failing.
+            for attempt in range(50):
+                try:
+                    db.execute("PRAGMA journal_mode=WAL")
+                    break
+                except sqlite3.OperationalError:
+                    if attempt == 49:
+                        raise
+                    time.sleep(0.05 + random.random() * 0.1)
             db.execute("PRAGMA synchronous=NORMAL")
             self._local.db = db
         return db

@@ -9,6 +9,7 @@ and `python -m evalframe --help` must not pay for it.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import random
@@ -172,6 +173,7 @@ def _strip_fences(text: str) -> str:
     return match.group(1) if match else text
 
 
+@functools.cache  # pydantic rebuilds the schema on every call: ~2 ms, paid once per reply type instead
 def response_format(reply_model: type[BaseModel]) -> dict[str, Any]:
     return {
         "type": "json_schema",

@@ -287,6 +287,14 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
 
     def do_GET(self) -> None:
+        if self.path == "/_stats":  # for a server in another process (the benchmark counts calls here)
+            owner = self.server.owner
+            with owner._lock:
+                by_schema: dict[str, int] = {}
+                for r in owner.requests:
+                    by_schema[str(r.schema_name)] = by_schema.get(str(r.schema_name), 0) + 1
+                stats = {"requests": len(owner.requests), "faults": owner.faults, "by_schema": by_schema}
+            return self.send(200, stats)
         self.send(404, _error_body("openai", 404, f"unknown path {self.path}"))
 
     def do_POST(self) -> None:
@@ -418,8 +426,17 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--latency", type=float, default=0.0, help="seconds slept per request")
     ap.add_argument("--error-rate", type=float, default=0.0, help="fraction answered 429/500/503")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--responder", default=None, help="module:function answering requests (default: echo)")
     args = ap.parse_args(argv)
-    server = FakeLLMServer(latency=args.latency, error_rate=args.error_rate, seed=args.seed, port=args.port)
+    responder = None
+    if args.responder:
+        import importlib
+
+        module, _, name = args.responder.partition(":")
+        responder = getattr(importlib.import_module(module), name)
+    server = FakeLLMServer(
+        responder=responder, latency=args.latency, error_rate=args.error_rate, seed=args.seed, port=args.port
+    )
     print(f"fake LLM server at {server.start().base_url}  (OpenAI base: {server.openai_base})", flush=True)
     try:
         while True:

@@ -9,9 +9,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
-from evalframe.results import RunResult, to_jsonable
+from evalframe.results import RunResult
 
 SECRET = re.compile(r"(api_?key|token|password|passwd|secret|credential)", re.IGNORECASE)
 REDACTED = "***"
@@ -92,8 +93,13 @@ def log_run(
     experiment: str,
     run_name: str,
     tags: Mapping[str, str],
+    results_file: Path,
 ) -> tuple[str, str]:
-    """Log one evaluation run. Returns (experiment id, run id)."""
+    """Log one evaluation run. Returns (experiment id, run id).
+
+    `results_file` is the run's results.jsonl (every item with every step), logged as it is rather
+    than serialised a second time.
+    """
     import mlflow
 
     safe = redact(config)
@@ -107,5 +113,5 @@ def log_run(
         mlflow.log_dict(safe, "config.yaml")
         mlflow.log_text(prompts_log(result), "prompts.jsonl")
         mlflow.log_text(reasons_report(result), "reasons.md")
-        mlflow.log_dict(to_jsonable(result.items), "items_full.json")
+        mlflow.log_artifact(str(results_file))
         return run.info.experiment_id, run.info.run_id

@@ -59,10 +59,10 @@ def test_answer_similarity_end_to_end_logs_everything_to_mlflow(
 
     run_id = run.info.run_id  # type: ignore[attr-defined]
     artifacts = {a.path for a in client.list_artifacts(run_id)}  # type: ignore[attr-defined]
-    assert {"items.json", "config.yaml", "prompts.jsonl", "reasons.md", "items_full.json"} <= artifacts
+    assert {"items.json", "config.yaml", "prompts.jsonl", "reasons.md", "results.jsonl"} <= artifacts
     table = json.loads(Path(client.download_artifacts(run_id, "items.json", str(tmp_path))).read_text())  # type: ignore[attr-defined]
-    rows = [dict(zip(table["columns"], row, strict=True)) for row in table["data"]]
-    by_id = {r["id"]: r for r in rows}
+    table_rows = [dict(zip(table["columns"], row, strict=True)) for row in table["data"]]
+    by_id = {r["id"]: r for r in table_rows}
     assert by_id["exact-capital"]["answer_similarity/score"] == 1.0
     assert by_id["empty-output"]["answer_similarity/score"] == 0.0
     assert by_id["contradiction-date"]["answer_similarity/score"] == 0.0
@@ -70,7 +70,8 @@ def test_answer_similarity_end_to_end_logs_everything_to_mlflow(
     assert by_id["extra-python"]["answer_similarity/score"] == 0.9
 
     # The full item record carries both step results, the prompts, usage, latency and an error field.
-    full = json.loads(Path(client.download_artifacts(run_id, "items_full.json", str(tmp_path))).read_text())  # type: ignore[attr-defined]
+    logged = Path(client.download_artifacts(run_id, "results.jsonl", str(tmp_path / "dl")))  # type: ignore[attr-defined]
+    full = [json.loads(line) for line in logged.read_text().splitlines()]
     item = next(i for i in full if i["id"] == "partial-continents")["scores"]["answer_similarity"]
     assert [s["step"] for s in item["steps"]] == ["extract", "extract", "analyze"]
     assert item["details"]["ground_truth_units"] == [

@@ -135,11 +135,11 @@ def test_llm_target_generates_outputs_with_the_users_prompt(
         ),
         tmp_path,
     )
-    generated = [r for r in judge_server.requests if r.schema is None]
-    assert len(generated) == 2
-    assert generated[0].messages[-1]["content"] == (
-        "You are a geography bot. Category exact.\nQuestion: What is the capital of France?"
-    )
+    generated = sorted(r.messages[-1]["content"] for r in judge_server.requests if r.schema is None)
+    assert generated == [
+        "You are a geography bot. Category exact.\nQuestion: What is the capital of France?",
+        "You are a geography bot. Category exact.\nQuestion: What is the chemical formula of water?",
+    ]
     assert result.items[0].output == "An answer to: Question: What is the capital of France?"
     assert result.items[0].target_step is not None and result.items[0].target_step.usage.prompt_tokens > 0
     assert result.summaries["answer_similarity"].scored == 2
