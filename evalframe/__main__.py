@@ -1,21 +1,33 @@
 """`python -m evalframe ...`: the Hydra entry point. Kept light so `--help` and `--cfg job` start
 fast: the pipeline (and litellm, mlflow, torch) is imported only when a job really runs."""
 
+import sys
+
 import hydra
 from omegaconf import DictConfig
 
 from evalframe.paths import CONF_DIR
+
+# The worst exit code of the run (or of all jobs of a sweep); Hydra itself ignores return values.
+_exit_code = 0
 
 
 @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
 def _task(cfg: DictConfig) -> None:
     from evalframe.run import main as run_main
 
-    run_main(cfg)
+    global _exit_code
+    _exit_code = max(_exit_code, run_main(cfg))
 
 
 def main() -> None:
-    _task()
+    try:
+        _task()
+    except SystemExit as e:
+        # Hydra reports a bad command line (unknown option, bad override) with exit code 1, which
+        # a CI pipeline would read as "gate failed": it is a usage error.
+        raise SystemExit(2 if e.code == 1 else e.code) from None
+    sys.exit(_exit_code)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from evalframe.gate import Check
 from evalframe.llm import Stats
 from evalframe.results import RunResult
 
@@ -63,6 +64,20 @@ def summary(result: RunResult, saved: Path, stats: Stats) -> None:
         f"model calls: {stats.calls}, cache hits: {stats.hits}; tokens: {usage.prompt_tokens} in, "
         f"{usage.completion_tokens} out; cost ${usage.cost:.4f}; results: {saved}"
     )
+
+
+def gate(code: int, checks: list[Check]) -> None:
+    """Print the gate's checks when any was configured or failed (the unscored-rate check always runs)."""
+    failed = [c for c in checks if not c.passed]
+    gated = [c for c in checks if c.what != "unscored rate"]
+    if not failed and not gated:
+        return
+    table = Table(title="gate: " + ("passed" if not failed else f"FAILED (exit code {code})"))
+    for column in ("scorer", "check", "required", "actual", ""):
+        table.add_column(column)
+    for c in checks if gated else failed:
+        table.add_row(c.scorer, c.what, c.required, _fmt(c.actual), "ok" if c.passed else "[red]FAIL[/red]")
+    console.print(table)
 
 
 def where_to_look(uri: str, experiment_id: str, run_id: str) -> None:

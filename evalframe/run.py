@@ -7,18 +7,20 @@ dataset row and every prompt template.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
+import re
 import sys
 from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from evalframe import data, report
+from evalframe import data, gate, report
 from evalframe.cache import Cache
-from evalframe.errors import ConfigError, EvalframeError
-from evalframe.results import ItemResult, RunResult, ScoreResult, to_jsonable
+from evalframe.data import Row
+from evalframe.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_TRACKING, ConfigError, EvalframeError
+from evalframe.journal import MANIFEST, Journal, read_items, resume_dir
+from evalframe.results import ItemResult, RunResult, ScoreResult
 from evalframe.scorers import Context, Scorer
 from evalframe.targets import Target
 
@@ -78,31 +80,38 @@ def plan(config: dict[str, Any]) -> Plan:
     return Plan(config, target, scorers, rows)
 
 
-async def execute(plan: Plan, ctx: Context) -> RunResult:
-    """Produce the outputs, then let every scorer score them concurrently."""
-    produced = await plan.target.outputs(plan.rows, ctx)
-    items = [
-        ItemResult(id=row.id, input=row.input, ground_truth=row.ground_truth, output=output, target_step=step)
-        for row, (output, step) in zip(plan.rows, produced, strict=True)
-    ]
-    # An item whose output could not be produced is unscored by every scorer, never scored as empty.
-    ready = [
-        (row, item)
-        for row, item in zip(plan.rows, items, strict=True)
-        if not (item.target_step and item.target_step.error)
-    ]
-    for item in items:
-        if item.target_step and item.target_step.error:
-            item.target_error = item.target_step.error
-            item.scores = {
-                name: ScoreResult.unscored(f"target: {item.target_error}") for name in plan.scorers
-            }
-    pairs = [(row, item.output) for row, item in ready]
-    scored = await asyncio.gather(*(scorer.score(pairs, ctx) for scorer in plan.scorers.values()))
-    for name, results in zip(plan.scorers, scored, strict=True):
-        for (_, item), result in zip(ready, results, strict=True):
-            item.scores[name] = result
-    return RunResult(items=items, scorers=list(plan.scorers))
+async def execute(plan: Plan, ctx: Context, journal: Journal, done: list[ItemResult]) -> RunResult:
+    """Produce the outputs of the rows not yet done, score them with every scorer concurrently, and
+    journal each item the moment its last scorer finishes."""
+    finished = {item.id: item for item in done}
+    todo = [row for row in plan.rows if row.id not in finished]
+    items: dict[str, ItemResult] = {}
+    waiting: dict[str, set[str]] = {}
+
+    def scored(scorer: str, row: Row, result: ScoreResult) -> None:
+        item = items[row.id]
+        item.scores[scorer] = result
+        waiting[row.id].discard(scorer)
+        if not waiting[row.id]:
+            journal.append(item)
+        ctx.advance()
+
+    ctx.scored = scored
+    produced = await plan.target.outputs(todo, ctx)
+    ready: list[tuple[Row, str]] = []
+    for row, (output, step) in zip(todo, produced, strict=True):
+        item = ItemResult(row.id, row.input, row.ground_truth, output, target_step=step)
+        items[row.id], waiting[row.id] = item, set(plan.scorers)
+        if step and step.error:
+            # An output that could not be produced is unscored by every scorer, never scored as empty.
+            item.target_error = step.error
+            for name in plan.scorers:
+                scored(name, row, ScoreResult.unscored(f"target: {step.error}"))
+        else:
+            ready.append((row, output))
+    await asyncio.gather(*(scorer.score(ready, ctx) for scorer in plan.scorers.values()))
+    ordered = [finished.get(row.id) or items[row.id] for row in plan.rows]
+    return RunResult(items=ordered, scorers=list(plan.scorers))
 
 
 def run_async(coro: Coroutine[Any, Any, T]) -> T:
@@ -115,16 +124,6 @@ def run_async(coro: Coroutine[Any, Any, T]) -> T:
     return uvloop.run(coro)
 
 
-def save_results(result: RunResult, directory: Path) -> Path:
-    """Write every item to disk first: MLflow being down must never lose a finished run."""
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / "results.jsonl"
-    with path.open("w", encoding="utf-8") as f:
-        for item in result.items:
-            f.write(json.dumps(to_jsonable(item), ensure_ascii=False) + "\n")
-    return path
-
-
 def run_name(config: Mapping[str, Any]) -> str:
     tracking = config.get("tracking") or {}
     if tracking.get("run_name"):
@@ -133,49 +132,99 @@ def run_name(config: Mapping[str, Any]) -> str:
     return f"{config['dataset'].get('name', 'dataset')}-{scorers}"
 
 
-def evaluate(config: dict[str, Any], output_dir: Path) -> RunResult:
-    """Run a resolved config end to end: plan, execute, save, log, print."""
+def log(result: RunResult, config: dict[str, Any], results_file: Path) -> int:
+    """Log a finished run to MLflow; if that fails the results stay on disk and we say how to retry."""
+    tracking = config.get("tracking") or {}
+    if not tracking.get("enabled"):
+        return EXIT_OK
+    from evalframe import tracking as mlflow_tracking
+
+    scorers = config.get("scorers") or {}
+    judges = sorted({str(s.get("model", {}).get("name")) for s in scorers.values() if s.get("model")})
+    tags = {
+        "evalframe.dataset": str(config["dataset"].get("name")),
+        "evalframe.scorers": ",".join(scorers),
+        "evalframe.model": ",".join(judges) or "none",
+    }
+    try:
+        experiment_id, run_id = mlflow_tracking.log_run(
+            result,
+            config,
+            uri=tracking["uri"],
+            experiment=tracking["experiment"],
+            run_name=run_name(config),
+            tags=tags,
+            results_file=results_file,
+        )
+    except Exception as e:
+        print(
+            f"error: could not log to MLflow at {tracking['uri']} ({type(e).__name__}: {str(e)[:300]}). "
+            f"The results are safe in {results_file}; log them later with: "
+            f"python -m evalframe log_run={results_file.parent}",
+            file=sys.stderr,
+        )
+        return EXIT_TRACKING
+    report.where_to_look(tracking["uri"], experiment_id, run_id)
+    return EXIT_OK
+
+
+def evaluate(
+    config: dict[str, Any], output_dir: Path, resume_from: Path | None = None
+) -> tuple[RunResult, int]:
+    """Run a resolved config end to end: plan, execute (journaling each item), gate, log, print.
+
+    Returns the result and the exit code (gate, unscored rate, tracking).
+    """
     p = plan(config)
+    gate_cfg = config.get("gate") or {}
+    gate.validate(gate_cfg, list(p.scorers))
+    journal = Journal(resume_from or output_dir)
+    done = [i for i in read_items(journal.path) if set(i.scores) == set(p.scorers)] if resume_from else []
+    if resume_from:
+        print(f"resuming {resume_from}: {len(done)} of {len(p.rows)} items already done", file=sys.stderr)
     cache_cfg = config.get("cache") or {}
     ctx = Context(
         limiter=asyncio.Semaphore(int(config.get("concurrency", 8))),
         cache=Cache(cache_cfg.get("mode", "readwrite"), cache_cfg.get("dir")),
     )
-    generates = bool(p.target.models())
-    with report.progress(len(p.rows) * (len(p.scorers) + generates), ctx.stats) as advance:
-        ctx.on_item = advance
-        result = run_async(execute(p, ctx))
-    saved = save_results(result, output_dir)
-    report.summary(result, saved, ctx.stats)
-    tracking = config.get("tracking") or {}
-    if tracking.get("enabled"):
-        from evalframe import tracking as mlflow_tracking
+    journal.start(config, len(p.rows), resume=resume_from is not None)
+    todo = len(p.rows) - len(done)
+    try:
+        with report.progress(todo * (len(p.scorers) + bool(p.target.models())), ctx.stats) as advance:
+            ctx.advance = advance
+            result = run_async(execute(p, ctx, journal, done))
+    except KeyboardInterrupt:
+        journal.close()
+        print(
+            f"\ninterrupted: finished items are saved in {journal.path}. Continue with the same command "
+            "plus resume=true",
+            file=sys.stderr,
+        )
+        raise SystemExit(EXIT_INTERRUPTED) from None
+    journal.finish()
+    report.summary(result, journal.path, ctx.stats)
+    code, checks = gate.evaluate(result, gate_cfg, float(config.get("max_unscored_rate", 0.1)))
+    report.gate(code, checks)
+    logged = log(result, config, journal.path)
+    return result, code or logged
 
-        judges = sorted({m.name for s in p.scorers.values() for m in s.models()})
-        tags = {
-            "evalframe.dataset": str(config["dataset"].get("name")),
-            "evalframe.scorers": ",".join(p.scorers),
-            "evalframe.model": ",".join(judges) or "none",
-        }
-        try:
-            experiment_id, run_id = mlflow_tracking.log_run(
-                result,
-                config,
-                uri=tracking["uri"],
-                experiment=tracking["experiment"],
-                run_name=run_name(config),
-                tags=tags,
-                results_file=saved,
-            )
-        except Exception as e:
-            print(
-                f"error: could not log to MLflow at {tracking['uri']} ({type(e).__name__}: {e}). "
-                f"The results are safe in {saved}.",
-                file=sys.stderr,
-            )
-            raise SystemExit(3) from None
-        report.where_to_look(tracking["uri"], experiment_id, run_id)
-    return result
+
+def log_saved_run(directory: Path, config: dict[str, Any]) -> int:
+    """`log_run=DIR`: log a run that finished while MLflow was unreachable."""
+    journal = Journal(directory)
+    manifest = journal.manifest
+    if manifest.get("status") != "finished":
+        raise ConfigError(
+            f"log_run={directory}: no finished run there "
+            f"({MANIFEST} says {manifest.get('status', 'nothing')}); resume it first with resume=PATH"
+        )
+    saved = manifest["config"]
+    # Log where the current command says (tracking.uri=...), with the run's own config otherwise.
+    saved["tracking"] = {**saved.get("tracking", {}), **config.get("tracking", {}), "enabled": True}
+    items = read_items(journal.path)
+    result = RunResult(items=items, scorers=list(saved["scorers"]))
+    print(f"logging {len(items)} items from {journal.path}", file=sys.stderr)
+    return log(result, saved, journal.path)
 
 
 def _quiet_libraries() -> None:
@@ -184,13 +233,34 @@ def _quiet_libraries() -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
 
 
-def main(cfg: Any) -> None:
-    """Hydra's task function: resolve the config, run, and turn user errors into exit codes."""
-    _quiet_libraries()
+def _redact_hydra_files(output_dir: Path) -> None:
+    """Hydra saves the command line and config in .hydra/: blank any secret passed as an override."""
+    from evalframe.tracking import SECRET
+
+    for name in ("overrides.yaml", "config.yaml"):
+        path = output_dir / ".hydra" / name
+        if path.is_file():
+            lines = path.read_text().splitlines()
+            cleaned = [
+                re.sub(r"(=|:\s*)\S.*$", r"\g<1>***", line)
+                if SECRET.search(line.split("=")[0].split(":")[0])
+                and not line.split("=")[0].split(":")[0].strip().endswith("_env")
+                else line
+                for line in lines
+            ]
+            if cleaned != lines:
+                path.write_text("\n".join(cleaned) + "\n")
+
+
+def main(cfg: Any) -> int:
+    """Hydra's task function: resolve the config, run, and turn every outcome into an exit code."""
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import OmegaConf
     from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
 
+    _quiet_libraries()
+    output_dir = Path(HydraConfig.get().runtime.output_dir)
+    _redact_hydra_files(output_dir)
     try:
         try:
             config = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
@@ -200,8 +270,13 @@ def main(cfg: Any) -> None:
             ) from None
         except OmegaConfBaseException as e:
             raise ConfigError(f"config error: {e}") from None
-        assert isinstance(config, dict)
-        evaluate(cast(dict[str, Any], config), Path(HydraConfig.get().runtime.output_dir))
+        config = cast(dict[str, Any], config)
+        if config.get("log_run"):
+            return log_saved_run(Path(config["log_run"]), config)
+        # Hydra's default run directory is outputs/DATE/TIME: unfinished runs are looked for there.
+        outputs = output_dir.parent.parent
+        resume_from = resume_dir(config.get("resume"), outputs, config)
+        return evaluate(config, output_dir, resume_from)[1]
     except EvalframeError as e:
         print(f"error: {e}", file=sys.stderr)
-        raise SystemExit(e.exit_code) from None
+        return e.exit_code

@@ -58,7 +58,7 @@ class LLMTarget(Target):
 
         async def generate(row: Row) -> StepResult:
             step = await llm.text("target", self._render(row))
-            ctx.on_item()
+            ctx.advance()
             return step
 
         steps = await asyncio.gather(*(generate(row) for row in rows))

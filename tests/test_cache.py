@@ -20,7 +20,7 @@ from tests.conftest import compose, fake_model, run_cli
 
 def evaluate(server: FakeLLMServer, tmp_path: Path, *extra: str) -> RunResult:
     overrides = ["scorer=answer_similarity", *fake_model(server), "tracking=none", "dataset.limit=8", *extra]
-    return run.evaluate(compose(overrides), tmp_path / "out")
+    return run.evaluate(compose(overrides), tmp_path / "out")[0]
 
 
 def scores(result: RunResult) -> list[float]:

@@ -174,7 +174,8 @@ def test_unscored_items_are_nan_not_zero(tmp_path: Path, judge_server: FakeLLMSe
         cwd=tmp_path,
         env={"OPENAI_API_KEY": FAKE_KEY},
     )
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 4, result.stderr  # every item unscored: far above max_unscored_rate
+    assert "unscored rate" in result.stdout and "FAIL" in result.stdout
     _, run = _mlflow_run(tmp_path / "mlflow.db")
     metrics = run.data.metrics  # type: ignore[attr-defined]
     assert metrics["answer_similarity/unscored"] == 3 and metrics["answer_similarity/scored"] == 0

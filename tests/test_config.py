@@ -21,7 +21,7 @@ def options(group: str) -> list[str]:
 
 
 def evaluate(overrides: list[str], tmp_path: Path) -> RunResult:
-    return run.evaluate(compose(overrides), tmp_path / "out")
+    return run.evaluate(compose(overrides), tmp_path / "out")[0]
 
 
 def judge(server: FakeLLMServer, *extra: str) -> list[str]:

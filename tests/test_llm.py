@@ -32,7 +32,7 @@ def test_transient_faults_on_a_fifth_of_calls_still_score_every_item(tmp_path: P
         config = compose(
             ["scorer=answer_similarity", *fake_model(flaky), "tracking=none", "model.max_retries=6"]
         )
-        result = run.evaluate(config, tmp_path)
+        result, _ = run.evaluate(config, tmp_path)
         assert flaky.faults > 5
     summary = result.summaries["answer_similarity"]
     assert summary.scored == 28 and summary.unscored == 0

@@ -21,12 +21,14 @@ from evalframe.results import ScoreResult
 @dataclass
 class Context:
     """What scorers and targets share while running: the limit on requests in flight, the cache, the
-    running totals, and a callback that advances the progress bar."""
+    running totals, and two callbacks: `scored` as each item's score is ready (the run journals an
+    item as soon as every scorer has scored it) and `advance` for the progress bar."""
 
     limiter: asyncio.Semaphore
     cache: Cache = field(default_factory=lambda: Cache("off"))
     stats: Stats = field(default_factory=Stats)
-    on_item: Callable[[], None] = lambda: None
+    scored: Callable[[str, Row, ScoreResult], None] = lambda scorer, row, result: None
+    advance: Callable[[], None] = lambda: None
     _llms: dict[ModelSettings, LLM] = field(default_factory=dict)
 
     def llm(self, settings: ModelSettings) -> LLM:

@@ -169,7 +169,7 @@ class AnswerSimilarity(Scorer):
     async def score(self, items: list[tuple[Row, str]], ctx: Context) -> list[ScoreResult]:
         async def one(row: Row, output: str) -> ScoreResult:
             result = await self._one(row, output, ctx)
-            ctx.on_item()
+            ctx.scored(self.name, row, result)
             return result
 
         # All items at once: the shared limiter keeps `concurrency` requests in flight across items

@@ -93,8 +93,8 @@ class SemanticSimilarity(Scorer):
                 step.error = f"{type(e).__name__}: {str(e)[:500]}"
             steps[model] = step
         results = [self._one(output, truth, index, per_model, steps) for output, truth in pairs]
-        for _ in results:
-            ctx.on_item()
+        for (row, _), result in zip(items, results, strict=True):
+            ctx.scored(self.name, row, result)
         return results
 
     def _one(
