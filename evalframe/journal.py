@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from evalframe.errors import ConfigError
+from evalframe.redaction import redact
 from evalframe.results import ItemResult, ScoreResult, StepResult, Usage, to_jsonable
 
 RESULTS = "results.jsonl"
@@ -23,6 +24,8 @@ _NOT_FINGERPRINTED = ("resume", "log_run", "tracking", "concurrency", "cache", "
 
 
 def fingerprint(config: dict[str, Any]) -> str:
+    """What makes two runs the same computation (secrets blanked: a resumed run may rotate its key)."""
+    config = redact(config)
     essential = {k: v for k, v in config.items() if k not in _NOT_FINGERPRINTED}
     return hashlib.sha256(json.dumps(essential, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
@@ -81,8 +84,9 @@ class Journal:
     def start(self, config: dict[str, Any], total: int, resume: bool = False) -> None:
         """Begin (or, with resume, continue) the run's record."""
         self.directory.mkdir(parents=True, exist_ok=True)
+        safe = redact(config)  # the manifest is a file on disk like any other: no secrets in it
         self._write_manifest(
-            {"status": "running", "fingerprint": fingerprint(config), "total": total, "config": config}
+            {"status": "running", "fingerprint": fingerprint(safe), "total": total, "config": safe}
         )
         # Line-buffered: every finished item reaches the OS as soon as it is written, so SIGKILL
         # cannot lose it.

@@ -147,7 +147,7 @@ class RunResult:
         """Per-item results as columns (one row per item): what MLflow's table view shows."""
         columns: dict[str, list[Any]] = {"id": [], "input": [], "ground_truth": [], "output": []}
         for name in self.scorers:
-            for key in ("score", "reason", "error", "cost", "latency"):
+            for key in ("score", "reason", "error", "raw_reply", "cost", "latency"):
                 columns[f"{name}/{key}"] = []
         for item in self.items:
             columns["id"].append(item.id)
@@ -159,6 +159,8 @@ class RunResult:
                 columns[f"{name}/score"].append(None if not r.scored else r.score)
                 columns[f"{name}/reason"].append(r.reason)
                 columns[f"{name}/error"].append(r.error)
+                failed = next((s for s in r.steps if s.error), None)  # what the judge said, when unusable
+                columns[f"{name}/raw_reply"].append(failed.raw if failed else None)
                 columns[f"{name}/cost"].append(r.usage.cost)
                 columns[f"{name}/latency"].append(round(r.latency, 3))
         return columns

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import sys
 from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from evalframe import data, gate, report
+from evalframe import data, gate, redaction, report
 from evalframe.cache import Cache
 from evalframe.data import Row
 from evalframe.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_TRACKING, ConfigError, EvalframeError
@@ -233,25 +232,6 @@ def _quiet_libraries() -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
 
 
-def _redact_hydra_files(output_dir: Path) -> None:
-    """Hydra saves the command line and config in .hydra/: blank any secret passed as an override."""
-    from evalframe.tracking import SECRET
-
-    for name in ("overrides.yaml", "config.yaml"):
-        path = output_dir / ".hydra" / name
-        if path.is_file():
-            lines = path.read_text().splitlines()
-            cleaned = [
-                re.sub(r"(=|:\s*)\S.*$", r"\g<1>***", line)
-                if SECRET.search(line.split("=")[0].split(":")[0])
-                and not line.split("=")[0].split(":")[0].strip().endswith("_env")
-                else line
-                for line in lines
-            ]
-            if cleaned != lines:
-                path.write_text("\n".join(cleaned) + "\n")
-
-
 def main(cfg: Any) -> int:
     """Hydra's task function: resolve the config, run, and turn every outcome into an exit code."""
     from hydra.core.hydra_config import HydraConfig
@@ -259,8 +239,12 @@ def main(cfg: Any) -> int:
     from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
 
     _quiet_libraries()
-    output_dir = Path(HydraConfig.get().runtime.output_dir)
-    _redact_hydra_files(output_dir)
+    hydra_cfg = HydraConfig.get()
+    output_dir = Path(hydra_cfg.runtime.output_dir)
+    # Hydra has already written the command line to .hydra/: blank any secret passed on it.
+    hydra_files = output_dir / hydra_cfg.output_subdir if hydra_cfg.output_subdir else output_dir
+    overrides = [o.split("=", 1) for o in hydra_cfg.overrides.task if "=" in o]
+    redaction.scrub(hydra_files, [v for k, v in overrides if redaction.is_secret(k.lstrip("+~"))])
     try:
         try:
             config = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
@@ -271,6 +255,7 @@ def main(cfg: Any) -> int:
         except OmegaConfBaseException as e:
             raise ConfigError(f"config error: {e}") from None
         config = cast(dict[str, Any], config)
+        redaction.scrub(hydra_files, list(redaction.values(config)))  # secrets set in YAML files too
         if config.get("log_run"):
             return log_saved_run(Path(config["log_run"]), config)
         # Hydra's default run directory is outputs/DATE/TIME: unfinished runs are looked for there.

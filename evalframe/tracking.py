@@ -7,26 +7,19 @@ artifacts) rather than one call per item: 1,000 single log_metric calls take sec
 from __future__ import annotations
 
 import json
-import re
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from evalframe.redaction import redact
 from evalframe.results import RunResult
 
-SECRET = re.compile(r"(api_?key|token|password|passwd|secret|credential)", re.IGNORECASE)
-REDACTED = "***"
-
-
-def redact(value: Any, key: str = "") -> Any:
-    """Blank out anything named like a secret. `*_env` keys hold a variable's name, not its value."""
-    if isinstance(value, Mapping):
-        return {k: redact(v, str(k)) for k, v in value.items()}
-    if isinstance(value, list):
-        return [redact(v, key) for v in value]
-    if key and SECRET.search(key) and not key.endswith("_env") and value not in (None, ""):
-        return REDACTED
-    return value
+# MLflow retries an unreachable server 7 times with doubling waits (minutes); fail within seconds instead:
+# the results are already on disk, and `log_run=DIR` logs them later.
+os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "3")
+os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
+os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
 
 
 def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
