@@ -92,6 +92,9 @@ def load_rows(cfg: Mapping[str, Any]) -> list[Row]:
                 f"{where}: no {columns['input']!r} field for the input; "
                 f"set dataset.columns.input to the right column (found: {', '.join(record)})"
             )
+        question = _text(record[columns["input"]])
+        if question is None or not question.strip():
+            raise DataError(f"{where}: the input ({columns['input']!r}) is empty; every row needs a question")
         row_id = _text(record.get(columns["id"])) or str(line)
         if row_id in seen:
             raise DataError(
@@ -101,7 +104,7 @@ def load_rows(cfg: Mapping[str, Any]) -> list[Row]:
         rows.append(
             Row(
                 id=row_id,
-                input=_text(record[columns["input"]]) or "",
+                input=question,
                 ground_truth=_text(record.get(columns["ground_truth"])),
                 output=_text(record.get(columns["output"])),
                 line=line,

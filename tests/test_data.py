@@ -64,6 +64,8 @@ def test_limit(tmp_path: Path) -> None:
         (['{"input": "a"}', "[1, 2]"], r"line 2: expected a JSON object"),
         (['{"question": "a"}'], r"line 1: no 'input' field .* dataset\.columns\.input .*found: question"),
         (['{"id": 1, "input": "a"}', '{"id": 1, "input": "b"}'], r"line 2: id '1' repeats the id of line 1"),
+        (['{"input": null}'], r"line 1: the input \('input'\) is empty"),
+        (['{"input": "a"}', '{"input": "  "}'], r"line 2: the input \('input'\) is empty"),
     ],
 )
 def test_bad_rows_name_the_file_and_line(tmp_path: Path, lines: list[str], message: str) -> None:
@@ -96,3 +98,9 @@ def test_csv_with_quoted_commas_and_newlines(tmp_path: Path) -> None:
     path.write_text('input,ground_truth\n"Paris, France","a\nb"\n', encoding="utf-8")
     [row] = load_rows({"path": str(path), "format": "csv"})
     assert row.input == "Paris, France" and row.ground_truth == "a\nb"
+
+
+def test_wrong_types_become_text_as_the_reference_system_does(tmp_path: Path) -> None:
+    path = write(tmp_path / "d.jsonl", ['{"input": 12, "ground_truth": true, "output": {"a": [1, 2]}}'])
+    [row] = load_rows({"path": str(path)})
+    assert (row.input, row.ground_truth, row.output) == ("12", "true", '{"a": [1, 2]}')

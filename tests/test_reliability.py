@@ -416,3 +416,24 @@ def test_unscored_share_below_the_limit_passes(judge_server: FakeLLMServer, tmp_
     broken["n"] = 0
     _, code = run.evaluate(compose([*overrides, "max_unscored_rate=0.01", "cache=off"]), tmp_path / "b")
     assert code == 4
+
+
+def test_require_ground_truth_false_scores_rows_without_it_zero(
+    judge_server: FakeLLMServer, tmp_path: Path
+) -> None:
+    path = tmp_path / "d.jsonl"
+    rows = [
+        {"input": "Capital of France?", "ground_truth": "Paris.", "output": "Paris."},
+        {"input": "Capital of Spain?", "output": "Madrid."},
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    overrides = judged(judge_server, "dataset=jsonl", f"dataset.path={path}")
+    with pytest.raises(Exception, match=r"line 2 \(id 2\): no ground_truth"):
+        run.evaluate(compose(overrides), tmp_path / "a")
+    assert judge_server.count() == 0
+    result, code = run.evaluate(
+        compose([*overrides, "scorers.answer_similarity.require_ground_truth=false"]), tmp_path / "b"
+    )
+    missing = result.items[1].scores["answer_similarity"]
+    assert code == 0 and missing.score == 0.0 and "No ground truth" in missing.reason
+    assert result.items[0].scores["answer_similarity"].score == 1.0
