@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from evalframe.errors import DataError
-from evalframe.paths import SAMPLE_DATASET
+from evalframe.paths import RESOURCES_DIR, SAMPLE_DATASET
 
 FIELDS = ("id", "input", "ground_truth", "output")
 
@@ -27,6 +27,7 @@ class Row:
     output: str | None  # the recorded output, if the dataset has one
     line: int  # where the row is in its file, for error messages
     extra: Mapping[str, Any] = field(default_factory=dict)  # every column, for prompt templates
+    human: float | None = None  # a person's score of the output (dataset.human_score), for agreement
 
 
 def _text(value: Any) -> str | None:
@@ -73,13 +74,35 @@ def _records(path: Path, fmt: str) -> Iterator[tuple[int, dict[str, Any]]]:
             ) from None
 
 
+def resolve_path(path: str | None) -> Path:
+    """`bundled:NAME` is a dataset shipped with evalframe; null is the bundled sample."""
+    if not path:
+        return SAMPLE_DATASET
+    if path.startswith("bundled:"):
+        return RESOURCES_DIR / path.removeprefix("bundled:")
+    return Path(path).expanduser()
+
+
+def _human(record: dict[str, Any], column: str | None, where: str) -> float | None:
+    if column is None:
+        return None
+    value = record.get(column)
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise DataError(
+            f"{where}: the human score ({column!r}) is {value!r}, not a number; fix it or drop the row"
+        ) from None
+
+
 def load_rows(cfg: Mapping[str, Any]) -> list[Row]:
     """Read the dataset described by the `dataset` config group."""
     fmt = cfg.get("format", "jsonl")
     if fmt not in ("jsonl", "csv"):
         raise DataError(f"dataset.format={fmt!r} is not supported; use jsonl or csv")
-    path = Path(cfg["path"]).expanduser() if cfg.get("path") else SAMPLE_DATASET
-    columns = {name: cfg.get("columns", {}).get(name, name) for name in FIELDS}
+    path = resolve_path(cfg.get("path"))
+    columns = {name: (cfg.get("columns") or {}).get(name, name) for name in FIELDS}
+    human_column = cfg.get("human_score")
     limit = cfg.get("limit")
     rows: list[Row] = []
     seen: dict[str, int] = {}
@@ -87,14 +110,18 @@ def load_rows(cfg: Mapping[str, Any]) -> list[Row]:
         if limit is not None and len(rows) >= limit:
             break
         where = f"{path}, line {line}"
-        if columns["input"] not in record:
-            raise DataError(
-                f"{where}: no {columns['input']!r} field for the input; "
-                f"set dataset.columns.input to the right column (found: {', '.join(record)})"
-            )
-        question = _text(record[columns["input"]])
-        if question is None or not question.strip():
-            raise DataError(f"{where}: the input ({columns['input']!r}) is empty; every row needs a question")
+        question = ""
+        if columns["input"] is not None:  # null: the dataset has no questions (e.g. answer pairs)
+            if columns["input"] not in record:
+                raise DataError(
+                    f"{where}: no {columns['input']!r} field for the input; set dataset.columns.input to the "
+                    f"right column, or null if there are no questions (found: {', '.join(record)})"
+                )
+            question = _text(record[columns["input"]]) or ""
+            if not question.strip():
+                raise DataError(
+                    f"{where}: the input ({columns['input']!r}) is empty; every row needs a question"
+                )
         row_id = _text(record.get(columns["id"])) or str(line)
         if row_id in seen:
             raise DataError(
@@ -109,6 +136,7 @@ def load_rows(cfg: Mapping[str, Any]) -> list[Row]:
                 output=_text(record.get(columns["output"])),
                 line=line,
                 extra=record,
+                human=_human(record, human_column, where),
             )
         )
     if not rows:

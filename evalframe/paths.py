@@ -16,4 +16,5 @@ def _bundled(name: str) -> Path:
 
 CONF_DIR = _bundled("conf")
 PROMPTS_DIR = _bundled("prompts")
-SAMPLE_DATASET = PACKAGE_DIR / "resources" / "sample.jsonl"
+RESOURCES_DIR = PACKAGE_DIR / "resources"
+SAMPLE_DATASET = RESOURCES_DIR / "sample.jsonl"

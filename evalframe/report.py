@@ -59,6 +59,14 @@ def summary(result: RunResult, saved: Path, stats: Stats) -> None:
             f"{s.cost:.4f}",
         )
     console.print(table)
+    if result.agreement:
+        agreement = Table(title="agreement with the human scores")
+        keys = ("n", "spearman", "pearson", "kendall", "mae", "accuracy", "kappa")
+        for column in ("scorer", *keys):
+            agreement.add_column(column, justify="left" if column == "scorer" else "right")
+        for name, metrics in result.agreement.items():
+            agreement.add_row(name, *(_fmt(metrics.get(k, math.nan), 0 if k == "n" else 3) for k in keys))
+        console.print(agreement)
     usage = result.usage
     console.print(
         f"model calls: {stats.calls}, cache hits: {stats.hits}; tokens: {usage.prompt_tokens} in, "

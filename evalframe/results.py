@@ -83,6 +83,7 @@ class ItemResult:
     scores: dict[str, ScoreResult] = field(default_factory=dict)
     target_step: StepResult | None = None  # how the output was generated (target=llm)
     target_error: str | None = None
+    human: float | None = None  # a person's score from the dataset, if it has one
 
 
 @dataclass
@@ -115,6 +116,7 @@ class ScorerSummary:
 class RunResult:
     items: list[ItemResult]
     scorers: list[str]
+    agreement: dict[str, dict[str, float]] = field(default_factory=dict)  # scorer -> metric -> value
 
     @property
     def summaries(self) -> dict[str, ScorerSummary]:
@@ -137,6 +139,10 @@ class RunResult:
             for key, value in asdict(s).items():
                 if not (isinstance(value, float) and math.isnan(value)):
                     out[f"{name}/{key}"] = float(value)
+        for name, metrics in self.agreement.items():
+            for key, value in metrics.items():
+                if not math.isnan(value):
+                    out[f"{name}/agreement/{key}"] = value
         usage = self.usage
         out["usage/prompt_tokens"] = float(usage.prompt_tokens)
         out["usage/completion_tokens"] = float(usage.completion_tokens)
@@ -145,7 +151,7 @@ class RunResult:
 
     def table(self) -> dict[str, list[Any]]:
         """Per-item results as columns (one row per item): what MLflow's table view shows."""
-        columns: dict[str, list[Any]] = {"id": [], "input": [], "ground_truth": [], "output": []}
+        columns: dict[str, list[Any]] = {"id": [], "input": [], "ground_truth": [], "output": [], "human": []}
         for name in self.scorers:
             for key in ("score", "reason", "error", "raw_reply", "cost", "latency"):
                 columns[f"{name}/{key}"] = []
@@ -154,6 +160,7 @@ class RunResult:
             columns["input"].append(item.input)
             columns["ground_truth"].append(item.ground_truth)
             columns["output"].append(item.output)
+            columns["human"].append(item.human)
             for name in self.scorers:
                 r = item.scores[name]
                 columns[f"{name}/score"].append(None if not r.scored else r.score)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import sys
 from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass
@@ -99,7 +100,7 @@ async def execute(plan: Plan, ctx: Context, journal: Journal, done: list[ItemRes
     produced = await plan.target.outputs(todo, ctx)
     ready: list[tuple[Row, str]] = []
     for row, (output, step) in zip(todo, produced, strict=True):
-        item = ItemResult(row.id, row.input, row.ground_truth, output, target_step=step)
+        item = ItemResult(row.id, row.input, row.ground_truth, output, target_step=step, human=row.human)
         items[row.id], waiting[row.id] = item, set(plan.scorers)
         if step and step.error:
             # An output that could not be produced is unscored by every scorer, never scored as empty.
@@ -121,6 +122,22 @@ def run_async(coro: Coroutine[Any, Any, T]) -> T:
     except ImportError:
         return asyncio.run(coro)
     return uvloop.run(coro)
+
+
+def with_agreement(result: RunResult, config: Mapping[str, Any]) -> RunResult:
+    """Compare every scorer with the dataset's human scores, when it has them."""
+    human = [math.nan if i.human is None else i.human for i in result.items]
+    if all(math.isnan(h) for h in human):
+        return result
+    from evalframe.agreement import agreement
+
+    dataset = config.get("dataset") or {}
+    for name in result.scorers:
+        scores = [i.scores[name].score for i in result.items]
+        result.agreement[name] = agreement(
+            scores, human, dataset.get("human_range") or (0, 1), float(config.get("agreement_threshold", 0.5))
+        )
+    return result
 
 
 def run_name(config: Mapping[str, Any]) -> str:
@@ -201,6 +218,7 @@ def evaluate(
         )
         raise SystemExit(EXIT_INTERRUPTED) from None
     journal.finish()
+    with_agreement(result, config)
     report.summary(result, journal.path, ctx.stats)
     code, checks = gate.evaluate(result, gate_cfg, float(config.get("max_unscored_rate", 0.1)))
     report.gate(code, checks)
@@ -221,7 +239,7 @@ def log_saved_run(directory: Path, config: dict[str, Any]) -> int:
     # Log where the current command says (tracking.uri=...), with the run's own config otherwise.
     saved["tracking"] = {**saved.get("tracking", {}), **config.get("tracking", {}), "enabled": True}
     items = read_items(journal.path)
-    result = RunResult(items=items, scorers=list(saved["scorers"]))
+    result = with_agreement(RunResult(items=items, scorers=list(saved["scorers"])), saved)
     print(f"logging {len(items)} items from {journal.path}", file=sys.stderr)
     return log(result, saved, journal.path)
 

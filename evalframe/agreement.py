@@ -1,0 +1,45 @@
+"""Agreement between a scorer and people: how far to trust a scorer, and what penalty sweeps optimise.
+
+Rank correlations (Spearman, Kendall) say whether the scorer orders answers as people do; Pearson and
+the mean absolute error (both scales rescaled to [0, 1]) whether it also matches their scale; accuracy
+and Cohen's kappa whether it passes and fails the same answers at a threshold.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Sequence
+
+
+def agreement(
+    scores: Sequence[float],
+    human: Sequence[float],
+    human_range: Sequence[float] = (0.0, 1.0),
+    threshold: float = 0.5,
+) -> dict[str, float]:
+    """Metrics over the pairs where both the scorer and the person gave a score (NaN pairs dropped)."""
+    from scipy import stats
+    from sklearn.metrics import accuracy_score, cohen_kappa_score
+
+    low, high = float(human_range[0]), float(human_range[1])
+    pairs = [
+        (s, (h - low) / (high - low))
+        for s, h in zip(scores, human, strict=True)
+        if not (math.isnan(s) or math.isnan(h))
+    ]
+    out: dict[str, float] = {"n": float(len(pairs))}
+    if len(pairs) < 2:
+        return out
+    ours, theirs = [p[0] for p in pairs], [p[1] for p in pairs]
+    with warnings.catch_warnings():  # a constant column gives NaN correlations, reported as such
+        warnings.simplefilter("ignore")
+        out["spearman"] = float(stats.spearmanr(ours, theirs).statistic)
+        out["pearson"] = float(stats.pearsonr(ours, theirs).statistic)
+        out["kendall"] = float(stats.kendalltau(ours, theirs).statistic)
+        passed_ours = [s >= threshold for s in ours]
+        passed_theirs = [h >= threshold for h in theirs]
+        out["accuracy"] = float(accuracy_score(passed_theirs, passed_ours))
+        out["kappa"] = float(cohen_kappa_score(passed_theirs, passed_ours))
+    out["mae"] = sum(abs(a - b) for a, b in pairs) / len(pairs)
+    return out
