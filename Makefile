@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: setup run test lint clean
+.PHONY: setup run ui test lint clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -19,6 +19,10 @@ setup: $(STAMP)
 # The main job, offline: bundled sample dataset, local embeddings, MLflow in ./mlflow.db
 run: setup
 	$(PY) -m evalframe
+
+# Browse the runs. The variable keeps LiteLLM (loaded by MLflow) from fetching its price list offline.
+ui: setup
+	LITELLM_LOCAL_MODEL_COST_MAP=True $(VENV)/bin/mlflow ui --backend-store-uri sqlite:///mlflow.db
 
 # The test suite (CI calls this). pytest exits 5 when it collects nothing: that is a failure too.
 test: setup

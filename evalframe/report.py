@@ -93,7 +93,8 @@ def where_to_look(uri: str, experiment_id: str, run_id: str) -> None:
         console.print(f"MLflow run {run_id}: {uri.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}")
         return
     console.print(
-        f"MLflow run {run_id} logged to {uri}. To browse it:\n"
-        f"  mlflow ui --backend-store-uri {uri}\n"
+        f"MLflow run {run_id} logged to {uri}. To browse it (the variable keeps LiteLLM, which MLflow "
+        "loads, from fetching its price list, which hangs offline):\n"
+        f"  LITELLM_LOCAL_MODEL_COST_MAP=True mlflow ui --backend-store-uri {uri}\n"
         f"  then open http://127.0.0.1:5000/#/experiments/{experiment_id}/runs/{run_id}"
     )

@@ -69,7 +69,7 @@ def plan(config: dict[str, Any]) -> Plan:
     for model in {m for s in scorers.values() for m in s.models()}:
         model.check_credentials("model")
     rows = data.load_rows(config["dataset"])
-    source = str(config["dataset"].get("path") or "the sample dataset")
+    source = str(data.resolve_path(config["dataset"].get("path")))
     target.validate(rows, source)
     for scorer in scorers.values():
         if scorer.require_ground_truth:
