@@ -371,6 +371,32 @@ class LLM:
         return await self._once(step_name, messages, None, lambda raw: {"text": raw}, ask)
 
 
+def _chunker(model: str) -> Callable[[str], list[str]]:
+    """How to split a text into pieces that fit `model`'s input window (identity when unknown)."""
+    from evalframe import local_embeddings
+
+    if model.startswith(f"{local_embeddings.PROVIDER}/"):
+        name = model.removeprefix(f"{local_embeddings.PROVIDER}/")
+        return lambda text: local_embeddings.chunks(name, text)
+    litellm = lib()
+    try:
+        window = int(litellm.get_model_info(model).get("max_input_tokens") or 0)
+    except Exception:  # a model LiteLLM has no facts about: send texts whole, the provider decides
+        window = 0
+    if not window:
+        return lambda text: [text]
+
+    def split(text: str) -> list[str]:
+        tokens = litellm.encode(model=model, text=text)
+        if len(tokens) <= window:
+            return [text]
+        return [
+            litellm.decode(model=model, tokens=tokens[i : i + window]) for i in range(0, len(tokens), window)
+        ]
+
+    return split
+
+
 async def embed(
     model: str,
     texts: list[str],
@@ -382,8 +408,19 @@ async def embed(
     timeout: float = 120.0,
     max_retries: int = 3,
 ) -> tuple[np.ndarray, Usage]:
-    """Embed texts in batches (a few calls for a whole dataset), L2-normalised rows."""
+    """Embed texts in batches (a few calls for a whole dataset), L2-normalised rows.
+
+    A text longer than the model's window is split into window-sized chunks whose embeddings are
+    averaged (weighted by length), instead of being silently truncated to its beginning.
+    """
     litellm = lib()
+    split = _chunker(model)
+    pieces: list[str] = []
+    owners: list[int] = []
+    for i, text in enumerate(texts):
+        chunks = split(text)
+        pieces += chunks
+        owners += [i] * len(chunks)
     transient = _transient_errors(litellm)
     kwargs: dict[str, Any] = {"model": model, "timeout": timeout, "max_retries": 0}
     if api_base:
@@ -406,10 +443,15 @@ async def embed(
                 ) from None
         raise AssertionError("unreachable")
 
-    batches = [texts[i : i + batch_size] for i in range(0, len(texts), batch_size)]
+    batches = [pieces[i : i + batch_size] for i in range(0, len(pieces), batch_size)]
     responses = await asyncio.gather(*(one_batch(b) for b in batches))
-    vectors = [item["embedding"] for response in responses for item in response.data]
-    matrix = np.asarray(vectors, dtype=np.float64)
+    vectors = np.asarray([item["embedding"] for r in responses for item in r.data], dtype=np.float64)
+    if len(pieces) > len(texts):  # some texts were chunked: length-weighted mean per text
+        weights = np.asarray([len(p) for p in pieces], dtype=np.float64)
+        matrix = np.zeros((len(texts), vectors.shape[1]))
+        np.add.at(matrix, owners, vectors * weights[:, None])
+    else:
+        matrix = vectors
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     matrix = matrix / np.where(norms == 0, 1.0, norms)
     usage = Usage()

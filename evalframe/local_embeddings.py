@@ -40,6 +40,17 @@ def _model(name: str) -> Any:
     return SentenceTransformer(str(path), device="cpu")
 
 
+def chunks(name: str, text: str) -> list[str]:
+    """`text` in pieces of at most the model's window (max_seq_length, less the two special tokens):
+    sentence-transformers would otherwise silently drop everything past the window."""
+    model = _model(name)
+    limit = int(model.max_seq_length) - 2
+    ids = model.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"]
+    if len(ids) <= limit:
+        return [text]
+    return [model.tokenizer.decode(ids[i : i + limit]) for i in range(0, len(ids), limit)]
+
+
 def encode(name: str, texts: list[str]) -> list[list[float]]:
     # One encode at a time: torch already uses every core, and parallel encodes only thrash.
     with _lock:

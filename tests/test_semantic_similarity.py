@@ -7,6 +7,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pytest
 
 from evalframe.data import Row
@@ -113,3 +114,18 @@ def test_a_missing_embedding_key_is_found_before_any_call() -> None:
     with pytest.raises(ConfigError, match=r"OPENAI_API_KEY not set.*local/all-MiniLM-L6-v2"):
         scorer.validate(row("x"))
     SemanticSimilarity().validate(row("x"))  # the local model needs nothing
+
+
+@pytest.mark.slow
+def test_texts_longer_than_the_window_are_chunked_and_averaged_not_truncated() -> None:
+    from evalframe import local_embeddings
+    from evalframe.llm import embed
+
+    fact = "The capital of France is Paris."
+    long = "Bananas are yellow fruit rich in potassium. " * 60 + fact  # 487 tokens; the window is 254
+    pieces = local_embeddings.chunks("all-MiniLM-L6-v2", long)
+    assert len(pieces) == 2 and "paris" in pieces[-1].lower() and "paris" not in pieces[0].lower()
+    matrix, _ = asyncio.run(embed("local/all-MiniLM-L6-v2", [long, fact, pieces[0]], asyncio.Semaphore(2)))
+    chunked, target, first_window_only = matrix
+    assert chunked @ target > first_window_only @ target + 0.02  # the end of the text counts
+    assert np.linalg.norm(chunked) == pytest.approx(1.0)
