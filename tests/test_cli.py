@@ -142,7 +142,10 @@ def test_mlflow_tracking_uri_from_the_environment(tmp_path: Path, judge_server: 
 def test_help_and_cfg_job_do_not_import_the_heavy_libraries(tmp_path: Path) -> None:
     result = run_cli(["--help"], cwd=tmp_path)
     assert result.returncode == 0
-    assert "scorer: answer_similarity, exact_match, semantic_similarity, token_f1" in result.stdout
+    assert (
+        "scorer: answer_relevancy, answer_similarity, exact_match, factuality, ground_truth_similarity, "
+        "semantic_similarity, token_f1" in result.stdout
+    )
     assert "model: claude, gemini, gpt, ollama" in result.stdout
 
     import subprocess

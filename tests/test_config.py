@@ -31,7 +31,15 @@ def judge(server: FakeLLMServer, *extra: str) -> list[str]:
 def test_every_group_has_the_options_the_docs_promise() -> None:
     assert options("dataset") == ["csv", "jsonl", "sample", "sas_squad"]
     assert options("target") == ["dataset", "llm"]
-    assert options("scorer") == ["answer_similarity", "exact_match", "semantic_similarity", "token_f1"]
+    assert options("scorer") == [
+        "answer_relevancy",
+        "answer_similarity",
+        "exact_match",
+        "factuality",
+        "ground_truth_similarity",
+        "semantic_similarity",
+        "token_f1",
+    ]
     assert set(options("model")) >= {"gpt", "claude", "gemini", "ollama"}
     assert options("penalties") == ["default", "lenient", "strict"]
     assert options("tracking") == ["mlflow", "none"]

@@ -53,6 +53,36 @@ class Scorer(ABC):
         """Score every (row, output) pair; one ScoreResult per pair, in order."""
 
 
+class ItemScorer(Scorer):
+    """A scorer that judges each item on its own (the LLM judges): all items start at once, and the
+    shared limiter keeps `concurrency` requests in flight across items and steps, instead of waiting
+    for one item's steps before starting the next."""
+
+    async def score(self, items: list[tuple[Row, str]], ctx: Context) -> list[ScoreResult]:
+        async def one(row: Row, output: str) -> ScoreResult:
+            result = await self.score_item(row, output, ctx)
+            ctx.scored(self.name, row, result)
+            return result
+
+        return list(await asyncio.gather(*(one(row, output) for row, output in items)))
+
+    @abstractmethod
+    async def score_item(self, row: Row, output: str, ctx: Context) -> ScoreResult:
+        """Score one item."""
+
+
+def no_truth(truth: str | None) -> ScoreResult | None:
+    """The score of an item without usable ground truth (0, with the reason), or None if it has one.
+
+    A missing ground truth only gets here with require_ground_truth=false: the run checks the rest.
+    """
+    if truth is None:
+        return ScoreResult(0.0, "No ground truth to compare with: score 0.")
+    if not truth.strip():
+        return ScoreResult(0.0, "The ground truth is empty: score 0.")
+    return None
+
+
 def round_half_up(value: float, places: int = 2) -> float:
     """0.625 -> 0.63 as the reference system rounds (Python's round() gives 0.62).
 

@@ -17,7 +17,7 @@ from evalframe.errors import ConfigError
 from evalframe.llm import ModelSettings
 from evalframe.prompts import PromptSet
 from evalframe.results import ScoreResult, StepResult
-from evalframe.scorers import Context, Scorer, round_half_up
+from evalframe.scorers import Context, ItemScorer, no_truth, round_half_up
 
 
 class Penalties(BaseModel):
@@ -72,6 +72,13 @@ class Analysis(_Reply):
 
 class Reason(_Reply):
     reason: str
+
+
+async def extract(prompts: PromptSet, settings: ModelSettings, text: str, ctx: Context) -> StepResult:
+    """The semantic units of one text. Shared with ground-truth similarity: the request depends on the
+    text alone, so both scorers (and every row with the same ground truth) share one call."""
+    messages = prompts.render("extract", text=text)
+    return await ctx.llm(settings).structured("extract", messages, SemanticUnits)
 
 
 def score(analysis: Analysis, penalties: Penalties, scale: float = 1.0) -> float:
@@ -131,7 +138,7 @@ def reason_from_analysis(analysis: Analysis, value: float) -> str:
     return " ".join(parts)
 
 
-class AnswerSimilarity(Scorer):
+class AnswerSimilarity(ItemScorer):
     def __init__(
         self,
         model: Mapping[str, Any],
@@ -166,26 +173,14 @@ class AnswerSimilarity(Scorer):
             analysis = Analysis(matches=[], contradictions=[], extra_info=[]).model_dump()
             self.prompts.render("reason", input=sample.input, analysis=analysis, score=0.5, scale=self.scale)
 
-    async def score(self, items: list[tuple[Row, str]], ctx: Context) -> list[ScoreResult]:
-        async def one(row: Row, output: str) -> ScoreResult:
-            result = await self._one(row, output, ctx)
-            ctx.scored(self.name, row, result)
-            return result
-
-        # All items at once: the shared limiter keeps `concurrency` requests in flight across items
-        # and steps, instead of waiting for one item's steps before starting the next.
-        return list(await asyncio.gather(*(one(row, output) for row, output in items)))
-
     async def _extract(self, text: str, ctx: Context) -> StepResult:
-        messages = self.prompts.render("extract", text=text)
-        return await ctx.llm(self.settings).structured("extract", messages, SemanticUnits)
+        return await extract(self.prompts, self.settings, text, ctx)
 
-    async def _one(self, row: Row, output: str, ctx: Context) -> ScoreResult:
+    async def score_item(self, row: Row, output: str, ctx: Context) -> ScoreResult:
         truth = row.ground_truth
-        if truth is None:  # only reachable with require_ground_truth=false (the run checks the rest)
-            return ScoreResult(0.0, "No ground truth to compare with: score 0.")
-        if not truth.strip():
-            return ScoreResult(0.0, "The ground truth is empty: score 0.")
+        if (missing := no_truth(truth)) is not None:
+            return missing
+        assert truth is not None  # no_truth() answered otherwise
         llm = ctx.llm(self.settings)
         output_step: StepResult | None = None
         if output.strip():

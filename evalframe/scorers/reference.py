@@ -12,7 +12,7 @@ from collections import Counter
 
 from evalframe.data import Row
 from evalframe.results import ScoreResult
-from evalframe.scorers import Context, Scorer
+from evalframe.scorers import Context, Scorer, no_truth
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCTUATION = str.maketrans("", "", string.punctuation)
@@ -52,10 +52,9 @@ class _Reference(Scorer):
     async def score(self, items: list[tuple[Row, str]], ctx: Context) -> list[ScoreResult]:
         results = []
         for row, output in items:
-            if row.ground_truth is None:
-                result = ScoreResult(0.0, "No ground truth to compare with: score 0.")
-            else:
-                value = round(self.measure(output, row.ground_truth), 4)
+            result = no_truth(row.ground_truth)  # missing or empty ground truth: 0, as for every scorer
+            if result is None:
+                value = round(self.measure(output, row.ground_truth or ""), 4)
                 result = ScoreResult(value, self.explain(value))
             ctx.scored(self.name, row, result)
             results.append(result)

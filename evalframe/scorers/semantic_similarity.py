@@ -16,7 +16,7 @@ from evalframe.data import Row
 from evalframe.errors import ConfigError
 from evalframe.llm import embed, missing_keys
 from evalframe.results import ScoreResult, StepResult
-from evalframe.scorers import Context, Scorer
+from evalframe.scorers import Context, Scorer, no_truth
 
 AGGREGATES: dict[str, Callable[[Sequence[float]], float]] = {
     "mean": statistics.fmean,
@@ -105,10 +105,9 @@ class SemanticSimilarity(Scorer):
         vectors: dict[str, np.ndarray],
         steps: dict[str, StepResult],
     ) -> ScoreResult:
-        if truth is None:
-            return ScoreResult(0.0, "No ground truth to compare with: score 0.")
-        if not truth.strip():
-            return ScoreResult(0.0, "The ground truth is empty: score 0.")
+        if (missing := no_truth(truth)) is not None:
+            return missing
+        assert truth is not None  # no_truth() answered otherwise
         if not output.strip():
             return ScoreResult(0.0, "The output is empty: score 0.")
         failed = [m for m in self.models_ if steps[m].error]

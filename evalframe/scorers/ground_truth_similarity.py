@@ -1,0 +1,149 @@
+"""Ground-truth similarity: the share of the reference's statements the response states, with the
+same meaning.
+
+Steps: extract the statements of the reference (ground truth) and of the response (output) with
+answer similarity's own extraction step -> for each reference statement, the response statement that
+states it (or none) -> pure score -> reason from the comparisons.
+
+The extraction requests are byte-identical to answer similarity's (same prompt files, same reply
+model), so a run with both scorers asks for each extraction once (the LLM layer shares identical
+requests, and the cache stores them under one key).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationInfo, model_validator
+
+from evalframe.data import Row
+from evalframe.llm import ModelSettings
+from evalframe.prompts import PromptSet
+from evalframe.results import ScoreResult, StepResult
+from evalframe.scorers import Context, ItemScorer, no_truth, round_half_up
+from evalframe.scorers.answer_similarity import extract
+
+
+class _Reply(BaseModel):
+    # forbid -> additionalProperties: false, which OpenAI's strict structured output requires
+    model_config = ConfigDict(extra="forbid")
+
+
+class Comparison(_Reply):
+    reference_statement: str
+    response_index: int | None  # 0-based position of the response statement stating it; null: none
+    explanation: str
+
+
+class Comparisons(_Reply):
+    comparisons: list[Comparison]
+
+    @model_validator(mode="after")
+    def _one_per_reference_statement(self, info: ValidationInfo) -> Comparisons:
+        context = info.context or {}
+        expected, responses = context.get("reference_statements"), context.get("response_statements")
+        if expected is not None and len(self.comparisons) != expected:
+            raise ValueError(
+                f"'comparisons' has {len(self.comparisons)} entries but there are {expected} reference "
+                "statements; give exactly one entry per reference statement, in order"
+            )
+        if responses is not None:
+            for c in self.comparisons:
+                if c.response_index is not None and not 0 <= c.response_index < responses:
+                    raise ValueError(
+                        f"response_index {c.response_index} is out of range: the response has {responses} "
+                        f"statements (0 to {responses - 1}); use null when none states it"
+                    )
+        return self
+
+
+def score(comparisons: list[Comparison], response_statements: int, scale: float = 1.0) -> float:
+    """present / max(#reference, #response) x scale, rounded half-up to 2 places; 0 if a side is empty.
+
+    Dividing by the larger side means extra response statements dilute the score as missing ones do.
+    Several reference statements may be stated by one response statement: each counts.
+    """
+    if not comparisons or not response_statements:
+        return 0.0
+    present = sum(c.response_index is not None for c in comparisons)
+    return round_half_up(present / max(len(comparisons), response_statements) * scale)
+
+
+def reason_from_comparisons(comparisons: list[Comparison], response_statements: int, value: float) -> str:
+    """A reason derived from the same comparisons as the score, so the two can never disagree."""
+    present = sum(c.response_index is not None for c in comparisons)
+    parts = [
+        f"Score {value}: the response states {present} of {len(comparisons)} reference statements "
+        f"with the same meaning; the response makes {response_statements} statement(s) in all."
+    ]
+    absent = [c.reference_statement for c in comparisons if c.response_index is None]
+    if absent:
+        parts.append("Not stated (or stated differently): " + "; ".join(f"“{s}”" for s in absent) + ".")
+    return " ".join(parts)
+
+
+class GroundTruthSimilarity(ItemScorer):
+    def __init__(
+        self,
+        model: Mapping[str, Any],
+        require_ground_truth: bool = True,
+        scale: float = 1.0,
+        prompt_dir: str | None = None,
+        extract_prompt_dir: str | None = None,
+    ):
+        self.settings = ModelSettings.from_config(model)
+        self.require_ground_truth = require_ground_truth
+        self.scale = scale
+        self.prompts = PromptSet(prompt_dir, "ground_truth_similarity")
+        # answer similarity's extraction prompts, so the two scorers send identical requests
+        self.extract_prompts = PromptSet(extract_prompt_dir, "answer_similarity")
+
+    def models(self) -> list[ModelSettings]:
+        return [self.settings]
+
+    def validate(self, sample: Row) -> None:
+        # Render every step once: a missing file or an undefined variable fails before any model call.
+        self.extract_prompts.render("extract", text=sample.output or "text")
+        statements = ["statement"]
+        self.prompts.render(
+            "compare", input=sample.input, reference_statements=statements, response_statements=statements
+        )
+
+    async def _extract(self, text: str, ctx: Context) -> StepResult:
+        return await extract(self.extract_prompts, self.settings, text, ctx)
+
+    async def score_item(self, row: Row, output: str, ctx: Context) -> ScoreResult:
+        truth = row.ground_truth
+        if (missing := no_truth(truth)) is not None:
+            return missing
+        assert truth is not None  # no_truth() answered otherwise
+        if not output.strip():
+            # Nothing can match; the reference is not even extracted (no call for a known 0).
+            return ScoreResult(0.0, "The output is empty: it states none of the reference: score 0.")
+        response_step, reference_step = await asyncio.gather(
+            self._extract(output, ctx), self._extract(truth, ctx)
+        )
+        steps = [response_step, reference_step]
+        failed = next((s for s in steps if not s.ok), None)
+        if failed:
+            return ScoreResult.unscored(f"{failed.step}: {failed.error}", steps)
+        response: list[str] = (response_step.reply or {})["units"]
+        reference: list[str] = (reference_step.reply or {})["units"]
+        details: dict[str, Any] = {"reference_statements": reference, "response_statements": response}
+        if not reference or not response:
+            side = "ground truth" if not reference else "output"
+            return ScoreResult(0.0, f"The {side} has no statements: score 0.", steps, details)
+        messages = self.prompts.render(
+            "compare", input=row.input, reference_statements=reference, response_statements=response
+        )
+        context = {"reference_statements": len(reference), "response_statements": len(response)}
+        compare = await ctx.llm(self.settings).structured("compare", messages, Comparisons, context=context)
+        steps.append(compare)
+        if not compare.ok or compare.reply is None:
+            return ScoreResult.unscored(f"compare: {compare.error}", steps)
+        comparisons = Comparisons.model_validate(compare.reply).comparisons
+        value = score(comparisons, len(response), self.scale)
+        details["comparisons"] = [c.model_dump() for c in comparisons]
+        return ScoreResult(value, reason_from_comparisons(comparisons, len(response), value), steps, details)
