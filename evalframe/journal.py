@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from evalframe.errors import ConfigError
-from evalframe.redaction import redact
+from evalframe.redaction import redact, redact_overrides
 from evalframe.results import ItemResult, ScoreResult, StepResult, Usage, to_jsonable
 
 RESULTS = "results.jsonl"
@@ -81,12 +81,20 @@ class Journal:
         path = self.directory / MANIFEST
         return json.loads(path.read_text()) if path.is_file() else {}
 
-    def start(self, config: dict[str, Any], total: int, resume: bool = False) -> None:
+    def start(
+        self, config: dict[str, Any], total: int, resume: bool = False, overrides: list[str] | None = None
+    ) -> None:
         """Begin (or, with resume, continue) the run's record."""
         self.directory.mkdir(parents=True, exist_ok=True)
         safe = redact(config)  # the manifest is a file on disk like any other: no secrets in it
         self._write_manifest(
-            {"status": "running", "fingerprint": fingerprint(safe), "total": total, "config": safe}
+            {
+                "status": "running",
+                "fingerprint": fingerprint(safe),
+                "total": total,
+                "config": safe,
+                "overrides": redact_overrides(overrides or []),
+            }
         )
         # Line-buffered: every finished item reaches the OS as soon as it is written, so SIGKILL
         # cannot lose it.
@@ -96,11 +104,12 @@ class Journal:
         assert self._file is not None, "start() the journal first"
         self._file.write(json.dumps(to_jsonable(item), ensure_ascii=False) + "\n")
 
-    def finish(self) -> None:
+    def finish(self, means: dict[str, float] | None = None) -> None:
+        """Mark the run finished; `means` per scorer feed the table printed at the end of a sweep."""
         if self._file:
             self._file.close()
             self._file = None
-        self._write_manifest({**self.manifest, "status": "finished"})
+        self._write_manifest({**self.manifest, "status": "finished", "means": means or {}})
 
     def close(self) -> None:
         if self._file:

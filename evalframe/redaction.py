@@ -29,6 +29,14 @@ def redact(value: Any, key: str = "") -> Any:
     return value
 
 
+def redact_overrides(overrides: list[str]) -> list[str]:
+    """Command-line overrides (`key=value`) with secret values blanked."""
+    return [
+        f"{o.split('=', 1)[0]}={REDACTED}" if "=" in o and is_secret(o.split("=", 1)[0].lstrip("+~")) else o
+        for o in overrides
+    ]
+
+
 def values(config: Any, key: str = "") -> Iterator[str]:
     """The secret values in a config, to scrub from files written by others (Hydra)."""
     if isinstance(config, Mapping):

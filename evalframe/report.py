@@ -88,6 +88,25 @@ def gate(code: int, checks: list[Check]) -> None:
     console.print(table)
 
 
+def sweep(jobs: list[tuple[str, list[str], dict[str, float]]]) -> None:
+    """All jobs of a sweep, best first (by the first scorer's mean)."""
+    if not jobs:
+        return
+    scorers = list(next((means for _, _, means in jobs if means), {}))
+    key = scorers[0] if scorers else None
+
+    def rank(job: tuple[str, list[str], dict[str, float]]) -> float:
+        value = job[2].get(key, math.nan) if key else math.nan
+        return -value if not math.isnan(value) else math.inf
+
+    table = Table(title=f"sweep: {len(jobs)} jobs, best first")
+    for column in ("job", "overrides", *scorers):
+        table.add_column(column, justify="right" if column in scorers else "left")
+    for job, overrides, means in sorted(jobs, key=rank):
+        table.add_row(job, " ".join(overrides), *(_fmt(means.get(name, math.nan)) for name in scorers))
+    console.print(table)
+
+
 def where_to_look(uri: str, experiment_id: str, run_id: str) -> None:
     if uri.startswith(("http://", "https://")):
         console.print(f"MLflow run {run_id}: {uri.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}")

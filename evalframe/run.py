@@ -185,7 +185,10 @@ def log(result: RunResult, config: dict[str, Any], results_file: Path) -> int:
 
 
 def evaluate(
-    config: dict[str, Any], output_dir: Path, resume_from: Path | None = None
+    config: dict[str, Any],
+    output_dir: Path,
+    resume_from: Path | None = None,
+    overrides: list[str] | None = None,
 ) -> tuple[RunResult, int]:
     """Run a resolved config end to end: plan, execute (journaling each item), gate, log, print.
 
@@ -203,7 +206,7 @@ def evaluate(
         limiter=asyncio.Semaphore(int(config.get("concurrency", 8))),
         cache=Cache(cache_cfg.get("mode", "readwrite"), cache_cfg.get("dir")),
     )
-    journal.start(config, len(p.rows), resume=resume_from is not None)
+    journal.start(config, len(p.rows), resume=resume_from is not None, overrides=overrides)
     todo = len(p.rows) - len(done)
     try:
         with report.progress(todo * (len(p.scorers) + bool(p.target.models())), ctx.stats) as advance:
@@ -217,7 +220,7 @@ def evaluate(
             file=sys.stderr,
         )
         raise SystemExit(EXIT_INTERRUPTED) from None
-    journal.finish()
+    journal.finish({name: s.mean for name, s in result.summaries.items()})
     with_agreement(result, config)
     report.summary(result, journal.path, ctx.stats)
     code, checks = gate.evaluate(result, gate_cfg, float(config.get("max_unscored_rate", 0.1)))
@@ -279,7 +282,7 @@ def main(cfg: Any) -> int:
         # Hydra's default run directory is outputs/DATE/TIME: unfinished runs are looked for there.
         outputs = output_dir.parent.parent
         resume_from = resume_dir(config.get("resume"), outputs, config)
-        return evaluate(config, output_dir, resume_from)[1]
+        return evaluate(config, output_dir, resume_from, list(hydra_cfg.overrides.task))[1]
     except EvalframeError as e:
         print(f"error: {e}", file=sys.stderr)
         return e.exit_code

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from evalframe.redaction import redact
+from evalframe.redaction import redact, redact_overrides
 from evalframe.results import RunResult
 
 # MLflow retries an unreachable server 7 times with doubling waits (minutes); fail within seconds instead:
@@ -96,10 +96,16 @@ def log_run(
     """
     import mlflow
 
+    from evalframe.sweep import PARENT_RUN
+
     safe = redact(config)
     mlflow.set_tracking_uri(uri)
     mlflow.set_experiment(experiment)
-    with mlflow.start_run(run_name=run_name) as run:
+    parent = os.environ.get(PARENT_RUN)
+    # In a sweep each job is a child of the sweep's run: the UI nests them, and its compare view and
+    # parallel-coordinates chart show swept params against scores.
+    nesting = {"mlflow.parentRunId": parent} if parent else {}
+    with mlflow.start_run(run_name=run_name, tags=nesting) as run:
         mlflow.set_tags(dict(tags))
         mlflow.log_params(flatten(safe))
         mlflow.log_metrics(result.metrics())
@@ -109,3 +115,25 @@ def log_run(
         mlflow.log_text(reasons_report(result), "reasons.md")
         mlflow.log_artifact(str(results_file))
         return run.info.experiment_id, run.info.run_id
+
+
+def start_parent(uri: str, experiment: str, name: str, overrides: list[str]) -> str:
+    """Open the sweep's parent run (closed by end_parent when the sweep ends); returns its id."""
+    import mlflow
+    from mlflow.tracking import MlflowClient
+
+    mlflow.set_tracking_uri(uri)
+    experiment_id = mlflow.set_experiment(experiment).experiment_id
+    safe = redact_overrides(overrides)
+    run = MlflowClient(uri).create_run(
+        experiment_id,
+        run_name=name,
+        tags={"evalframe.sweep": "true", "evalframe.sweep.overrides": " ".join(safe)},
+    )
+    return str(run.info.run_id)
+
+
+def end_parent(uri: str, run_id: str) -> None:
+    from mlflow.tracking import MlflowClient
+
+    MlflowClient(uri).set_terminated(run_id)
