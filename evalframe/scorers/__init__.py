@@ -11,6 +11,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_UP, Decimal
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationInfo
 
 from evalframe.cache import Cache
 from evalframe.data import Row
@@ -69,6 +72,24 @@ class ItemScorer(Scorer):
     @abstractmethod
     async def score_item(self, row: Row, output: str, ctx: Context) -> ScoreResult:
         """Score one item."""
+
+
+class Reply(BaseModel):
+    """Base of every structured judge reply. extra="forbid" writes additionalProperties: false into
+    the JSON schema, which OpenAI's strict structured output requires."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+def check_count(entries: list[Any], info: ValidationInfo, key: str, what: str, entry: str, per: str) -> None:
+    """Reject a reply with one entry too many or too few (the count comes in the validation context,
+    under `key`); the message is given back to the model so it can correct itself."""
+    expected = (info.context or {}).get(key)
+    if expected is not None and len(entries) != expected:
+        raise ValueError(
+            f"'{what}' has {len(entries)} entries but there are {expected} {per}s; "
+            f"give exactly one {entry} per {per}, in order"
+        )
 
 
 def no_truth(truth: str | None) -> ScoreResult | None:

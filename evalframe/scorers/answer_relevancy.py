@@ -10,44 +10,34 @@ import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationInfo, model_validator
+from pydantic import ValidationInfo, model_validator
 
 from evalframe.data import Row
 from evalframe.errors import ConfigError
 from evalframe.llm import ModelSettings
 from evalframe.prompts import PromptSet
 from evalframe.results import ScoreResult
-from evalframe.scorers import Context, ItemScorer, round_half_up
+from evalframe.scorers import Context, ItemScorer, Reply, check_count, round_half_up
 
 # An output that is an error message answers nothing; scoring its statements would reward noise.
 _ERROR_OUTPUT = re.compile(r"^\s*error\s*:", re.IGNORECASE)
 
 
-class _Reply(BaseModel):
-    # forbid -> additionalProperties: false, which OpenAI's strict structured output requires
-    model_config = ConfigDict(extra="forbid")
-
-
-class Statements(_Reply):
+class Statements(Reply):
     statements: list[str]
 
 
-class Verdict(_Reply):
+class Verdict(Reply):
     verdict: Literal["yes", "no", "unsure"]
     reason: str
 
 
-class Verdicts(_Reply):
+class Verdicts(Reply):
     verdicts: list[Verdict]
 
     @model_validator(mode="after")
     def _one_verdict_per_statement(self, info: ValidationInfo) -> Verdicts:
-        expected = (info.context or {}).get("statements")
-        if expected is not None and len(self.verdicts) != expected:
-            raise ValueError(
-                f"'verdicts' has {len(self.verdicts)} entries but there are {expected} statements; "
-                "give exactly one verdict per statement, in order"
-            )
+        check_count(self.verdicts, info, "statements", "verdicts", "verdict", "statement")
         return self
 
 

@@ -17,7 +17,7 @@ from evalframe.errors import ConfigError
 from evalframe.llm import ModelSettings
 from evalframe.prompts import PromptSet
 from evalframe.results import ScoreResult, StepResult
-from evalframe.scorers import Context, ItemScorer, no_truth, round_half_up
+from evalframe.scorers import Context, ItemScorer, Reply, check_count, no_truth, round_half_up
 
 
 class Penalties(BaseModel):
@@ -32,45 +32,35 @@ class Penalties(BaseModel):
     extra_info_cap: float = 0.2
 
 
-class _Reply(BaseModel):
-    # forbid -> additionalProperties: false, which OpenAI's strict structured output requires
-    model_config = ConfigDict(extra="forbid")
-
-
-class SemanticUnits(_Reply):
+class SemanticUnits(Reply):
     units: list[str]
 
 
-class Match(_Reply):
+class Match(Reply):
     ground_truth_unit: str
     match_type: Literal["exact", "semantic", "partial", "missing"]
     output_unit: str | None
     explanation: str
 
 
-class Contradiction(_Reply):
+class Contradiction(Reply):
     output_unit: str
     ground_truth_unit: str
     explanation: str
 
 
-class Analysis(_Reply):
+class Analysis(Reply):
     matches: list[Match]
     contradictions: list[Contradiction]
     extra_info: list[str]
 
     @model_validator(mode="after")
     def _one_match_per_unit(self, info: ValidationInfo) -> Analysis:
-        expected = (info.context or {}).get("ground_truth_units")
-        if expected is not None and len(self.matches) != expected:
-            raise ValueError(
-                f"'matches' has {len(self.matches)} entries but there are {expected} ground-truth units; "
-                "give exactly one entry per ground-truth unit, in order"
-            )
+        check_count(self.matches, info, "ground_truth_units", "matches", "entry", "ground-truth unit")
         return self
 
 
-class Reason(_Reply):
+class Reason(Reply):
     reason: str
 
 

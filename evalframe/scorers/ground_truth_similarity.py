@@ -16,39 +16,32 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationInfo, model_validator
+from pydantic import ValidationInfo, model_validator
 
 from evalframe.data import Row
 from evalframe.llm import ModelSettings
 from evalframe.prompts import PromptSet
 from evalframe.results import ScoreResult, StepResult
-from evalframe.scorers import Context, ItemScorer, no_truth, round_half_up
+from evalframe.scorers import Context, ItemScorer, Reply, check_count, no_truth, round_half_up
 from evalframe.scorers.answer_similarity import extract
 
 
-class _Reply(BaseModel):
-    # forbid -> additionalProperties: false, which OpenAI's strict structured output requires
-    model_config = ConfigDict(extra="forbid")
-
-
-class Comparison(_Reply):
+class Comparison(Reply):
     reference_statement: str
     response_index: int | None  # 0-based position of the response statement stating it; null: none
     explanation: str
 
 
-class Comparisons(_Reply):
+class Comparisons(Reply):
     comparisons: list[Comparison]
 
     @model_validator(mode="after")
     def _one_per_reference_statement(self, info: ValidationInfo) -> Comparisons:
         context = info.context or {}
-        expected, responses = context.get("reference_statements"), context.get("response_statements")
-        if expected is not None and len(self.comparisons) != expected:
-            raise ValueError(
-                f"'comparisons' has {len(self.comparisons)} entries but there are {expected} reference "
-                "statements; give exactly one entry per reference statement, in order"
-            )
+        check_count(
+            self.comparisons, info, "reference_statements", "comparisons", "entry", "reference statement"
+        )
+        responses = context.get("response_statements")
         if responses is not None:
             for c in self.comparisons:
                 if c.response_index is not None and not 0 <= c.response_index < responses:

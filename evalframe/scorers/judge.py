@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, Field, create_model
 
 from evalframe.data import Row
 from evalframe.errors import ConfigError
@@ -28,10 +28,7 @@ from evalframe.llm import ModelSettings
 from evalframe.paths import PROMPTS_DIR
 from evalframe.prompts import Message, PromptFile
 from evalframe.results import ScoreResult
-from evalframe.scorers import Context, ItemScorer, round_half_up
-
-# forbid -> additionalProperties: false, which OpenAI's strict structured output requires
-_FORBID = ConfigDict(extra="forbid")
+from evalframe.scorers import Context, ItemScorer, Reply, round_half_up
 
 
 def _enum(names: list[str]) -> Any:
@@ -62,7 +59,7 @@ class Choice:
     def reply_model(self) -> type[BaseModel]:
         # The reason comes first so the model argues before it commits to a choice.
         return create_model(
-            "ChoiceJudgement", __config__=_FORBID, reason=(str, ...), choice=(_enum(list(self.choices)), ...)
+            "ChoiceJudgement", __base__=Reply, reason=(str, ...), choice=(_enum(list(self.choices)), ...)
         )
 
     def score(self, reply: Mapping[str, Any]) -> tuple[float, str]:
@@ -77,7 +74,7 @@ class Number:
     def reply_model(self) -> type[BaseModel]:
         # ge/le reach the JSON schema as minimum/maximum, and pydantic rejects an out-of-range reply.
         rating = (float, Field(ge=self.min, le=self.max))
-        return create_model("NumberJudgement", __config__=_FORBID, reason=(str, ...), rating=rating)
+        return create_model("NumberJudgement", __base__=Reply, reason=(str, ...), rating=rating)
 
     def score(self, reply: Mapping[str, Any]) -> tuple[float, str]:
         n = float(reply["rating"])
@@ -91,15 +88,13 @@ class Verdicts:
     def reply_model(self) -> type[BaseModel]:
         statement = create_model(
             "Statement",
-            __config__=_FORBID,
+            __base__=Reply,
             statement=(str, ...),
             reason=(str, ...),
             verdict=(_enum(list(self.verdicts)), ...),
         )
         many: Any = list[statement]  # type: ignore[valid-type]  # a class built at run time
-        return create_model(
-            "VerdictsJudgement", __config__=_FORBID, statements=(many, ...), reason=(str, ...)
-        )
+        return create_model("VerdictsJudgement", __base__=Reply, statements=(many, ...), reason=(str, ...))
 
     def score(self, reply: Mapping[str, Any]) -> tuple[float, str]:
         found = [s["verdict"] for s in reply["statements"]]
