@@ -8,16 +8,19 @@ from omegaconf import DictConfig
 
 from evalframe.paths import CONF_DIR
 
-# The worst exit code of the run (or of all jobs of a sweep); Hydra itself ignores return values.
+# The worst exit code of the run (or of all jobs of a sweep): Hydra passes return values to the
+# sweeper, not to the shell.
 _exit_code = 0
 
 
 @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
-def _task(cfg: DictConfig) -> None:
+def _task(cfg: DictConfig) -> float:
     from evalframe.run import main as run_main
 
     global _exit_code
-    _exit_code = max(_exit_code, run_main(cfg))
+    code, objective = run_main(cfg)
+    _exit_code = max(_exit_code, code)
+    return objective  # what a sweeper optimises (Optuna reads the task's return value)
 
 
 def main() -> None:

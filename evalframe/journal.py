@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from evalframe.errors import ConfigError
+from evalframe.objective import Objective
 from evalframe.redaction import redact, redact_overrides
 from evalframe.results import ItemResult, ScoreResult, StepResult, Usage, to_jsonable
 
@@ -104,12 +105,16 @@ class Journal:
         assert self._file is not None, "start() the journal first"
         self._file.write(json.dumps(to_jsonable(item), ensure_ascii=False) + "\n")
 
-    def finish(self, means: dict[str, float] | None = None) -> None:
-        """Mark the run finished; `means` per scorer feed the table printed at the end of a sweep."""
+    def finish(self, means: dict[str, float] | None = None, objective: Objective | None = None) -> None:
+        """Mark the run finished; `means` per scorer and the objective ({"metric", "value", "direction"})
+        feed the table printed at the end of a sweep, and the sweep's charts."""
         if self._file:
             self._file.close()
             self._file = None
-        self._write_manifest({**self.manifest, "status": "finished", "means": means or {}})
+        record = {**self.manifest, "status": "finished", "means": means or {}}
+        if objective is not None:
+            record["objective"] = objective.to_json()
+        self._write_manifest(record)
 
     def close(self) -> None:
         if self._file:

@@ -6,14 +6,20 @@ import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from evalframe.gate import Check
 from evalframe.llm import Stats
 from evalframe.results import RunResult
+
+if TYPE_CHECKING:
+    from evalframe.objective import Objective
+    from evalframe.sweep import Best, Job
 
 # Outside a terminal (CI logs, pipes) rich would wrap at 80 columns and cut scorer names.
 console = Console(width=None if Console().is_terminal else 120)
@@ -88,23 +94,43 @@ def gate(code: int, checks: list[Check]) -> None:
     console.print(table)
 
 
-def sweep(jobs: list[tuple[str, list[str], dict[str, float]]]) -> None:
-    """All jobs of a sweep, best first (by the first scorer's mean)."""
+def _short(value: str) -> str:
+    """A swept value for the table: Optuna's floats (0.41702200470257400) to 4 significant digits."""
+    try:
+        number = float(value)
+    except ValueError:
+        return value
+    return value if len(value) <= 6 else f"{number:.4g}"
+
+
+def sweep(jobs: list[Job], swept: list[str], objective: Objective) -> None:
+    """All jobs of a sweep, best first by the objective; a column per swept key and the objective."""
     if not jobs:
         return
-    scorers = list(next((means for _, _, means in jobs if means), {}))
-    key = scorers[0] if scorers else None
-
-    def rank(job: tuple[str, list[str], dict[str, float]]) -> float:
-        value = job[2].get(key, math.nan) if key else math.nan
-        return -value if not math.isnan(value) else math.inf
-
-    table = Table(title=f"sweep: {len(jobs)} jobs, best first")
-    for column in ("job", "overrides", *scorers):
-        table.add_column(column, justify="right" if column in scorers else "left")
-    for job, overrides, means in sorted(jobs, key=rank):
-        table.add_row(job, " ".join(overrides), *(_fmt(means.get(name, math.nan)) for name in scorers))
+    scorers = [s for s in dict.fromkeys(k for j in jobs for k in j.means) if f"{s}/mean" != objective.metric]
+    title = f"sweep: {len(jobs)} jobs, best first by {objective.metric} ({objective.direction})"
+    table = Table(title=title)
+    for column in ("job", *swept, "objective", *(f"{s}/mean" for s in scorers)):
+        table.add_column(column, justify="left" if column == "job" else "right")
+    for job in sorted(jobs, key=lambda j: objective.rank(j.objective)):
+        table.add_row(
+            job.name,
+            *(escape(_short(job.overrides.get(k, ""))) for k in swept),
+            _fmt(job.objective),
+            *(_fmt(job.means.get(s, math.nan)) for s in scorers),
+        )
     console.print(table)
+
+
+def best(found: Best | None, objective: Objective) -> None:
+    """The best job's values, as overrides to paste into the next command."""
+    if found is None:
+        console.print(f"best: none; no job produced {objective.metric} (see the jobs' errors above)")
+        return
+    values = " ".join(f"{k}={v}" for k, v in found.params.items()) or "(no swept values)"
+    job = f", job {found.job.name}" if found.job else ""
+    console.print(f"best: {values}", soft_wrap=True, markup=False, highlight=False)
+    console.print(f"  {objective.metric} = {found.value:.4f} ({objective.direction}{job})")
 
 
 def where_to_look(uri: str, experiment_id: str, run_id: str) -> None:

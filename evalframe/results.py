@@ -9,9 +9,12 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalframe.prompts import Message
+
+if TYPE_CHECKING:
+    from evalframe.objective import Objective
 
 
 @dataclass
@@ -117,6 +120,7 @@ class RunResult:
     items: list[ItemResult]
     scorers: list[str]
     agreement: dict[str, dict[str, float]] = field(default_factory=dict)  # scorer -> metric -> value
+    objective: Objective | None = None  # the number a sweep ranks by (objective.py); set once scored
 
     @property
     def summaries(self) -> dict[str, ScorerSummary]:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from evalframe import data, gate, redaction, report
+from evalframe import objective as objectives
 from evalframe.cache import Cache
 from evalframe.data import Row
 from evalframe.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_TRACKING, ConfigError, EvalframeError
@@ -195,6 +196,7 @@ def evaluate(
     Returns the result and the exit code (gate, unscored rate, tracking).
     """
     p = plan(config)
+    objective = objectives.of_config(config)  # a typo in objective.metric must not cost a sweep
     gate_cfg = config.get("gate") or {}
     gate.validate(gate_cfg, list(p.scorers))
     journal = Journal(resume_from or output_dir)
@@ -220,8 +222,9 @@ def evaluate(
             file=sys.stderr,
         )
         raise SystemExit(EXIT_INTERRUPTED) from None
-    journal.finish({name: s.mean for name, s in result.summaries.items()})
     with_agreement(result, config)
+    result.objective = objectives.measure(objective, result.metrics())
+    journal.finish({name: s.mean for name, s in result.summaries.items()}, result.objective)
     report.summary(result, journal.path, ctx.stats)
     code, checks = gate.evaluate(result, gate_cfg, float(config.get("max_unscored_rate", 0.1)))
     report.gate(code, checks)
@@ -243,6 +246,7 @@ def log_saved_run(directory: Path, config: dict[str, Any]) -> int:
     saved["tracking"] = {**saved.get("tracking", {}), **config.get("tracking", {}), "enabled": True}
     items = read_items(journal.path)
     result = with_agreement(RunResult(items=items, scorers=list(saved["scorers"])), saved)
+    result.objective = objectives.from_json(manifest.get("objective"))
     print(f"logging {len(items)} items from {journal.path}", file=sys.stderr)
     return log(result, saved, journal.path)
 
@@ -253,14 +257,21 @@ def _quiet_libraries() -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
 
 
-def main(cfg: Any) -> int:
-    """Hydra's task function: resolve the config, run, and turn every outcome into an exit code."""
+def main(cfg: Any) -> tuple[int, float]:
+    """Hydra's task function: resolve the config, run, and turn every outcome into an exit code.
+
+    Also returns the run's objective for a sweeper such as Optuna (the worst value when there is none).
+    """
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import OmegaConf
     from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
 
+    from evalframe.sweep import require_multirun
+
     _quiet_libraries()
     hydra_cfg = HydraConfig.get()
+    direction = "minimize" if OmegaConf.select(cfg, "objective.direction") == "minimize" else "maximize"
+    failed = objectives.Objective("none", direction)
     output_dir = Path(hydra_cfg.runtime.output_dir)
     # Hydra has already written the command line to .hydra/: blank any secret passed on it.
     hydra_files = output_dir / hydra_cfg.output_subdir if hydra_cfg.output_subdir else output_dir
@@ -278,11 +289,13 @@ def main(cfg: Any) -> int:
         config = cast(dict[str, Any], config)
         redaction.scrub(hydra_files, list(redaction.values(config)))  # secrets set in YAML files too
         if config.get("log_run"):
-            return log_saved_run(Path(config["log_run"]), config)
+            return log_saved_run(Path(config["log_run"]), config), failed.worst
+        require_multirun(hydra_cfg)
         # Hydra's default run directory is outputs/DATE/TIME: unfinished runs are looked for there.
         outputs = output_dir.parent.parent
         resume_from = resume_dir(config.get("resume"), outputs, config)
-        return evaluate(config, output_dir, resume_from, list(hydra_cfg.overrides.task))[1]
+        result, code = evaluate(config, output_dir, resume_from, list(hydra_cfg.overrides.task))
+        return code, (result.objective or failed).returned()
     except EvalframeError as e:
         print(f"error: {e}", file=sys.stderr)
-        return e.exit_code
+        return e.exit_code, failed.worst

@@ -1,21 +1,119 @@
-"""Sweeps (`python -m evalframe -m penalties.missing=0.05,0.15,0.3 ...`): one MLflow parent run per
-sweep, one child run per job, and a table of all jobs sorted by score at the end.
+"""Sweeps (`python -m evalframe -m penalties.missing=0.05,0.15,0.3 ...`, `-m sweep=penalties_grid`,
+`-m sweep=tune_penalties`): one MLflow parent run per sweep, one child run per job, and at the end a
+table of all jobs ranked by the objective (objective.py) and the best job's values.
 
-A Hydra callback, so it works with any launcher: the parent run is created at sweep start and its id
-handed to the jobs through the environment (inherited by joblib's worker processes too).
+A Hydra callback, so it works with any sweeper (basic grid, Optuna) and any launcher: the parent run
+is created at sweep start and its id handed to the jobs through the environment (inherited by
+joblib's worker processes too). Each job's run.json (journal.py) records what the table needs.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from evalframe.errors import ConfigError
+from evalframe.journal import MANIFEST
+from evalframe.objective import Objective
+
 PARENT_RUN = "EVALFRAME_PARENT_RUN_ID"
+OPTUNA_RESULTS = "optimization_results.yaml"  # written into the sweep directory by the Optuna sweeper
+
+
+@dataclass
+class Job:
+    name: str  # the job's directory in the sweep directory: 0, 1, ...
+    overrides: dict[str, str]  # key -> value, as given to the job
+    means: dict[str, float]
+    objective: float  # NaN when the job finished without one (or did not finish)
+    metric: str | None = None  # what `objective` measures, as the job recorded it
+    direction: str = "maximize"
+
+
+@dataclass
+class Best:
+    params: dict[str, str]
+    value: float
+    job: Job | None
+
+
+def require_multirun(hydra_cfg: Any) -> None:
+    """A sweep preset without -m would silently run one job with the defaults: say so instead."""
+    from hydra.types import RunMode
+
+    preset = (hydra_cfg.runtime.choices or {}).get("sweep")
+    if preset and hydra_cfg.mode == RunMode.RUN:
+        raise ConfigError(
+            f"sweep={preset} is a sweep preset and runs several jobs: add -m "
+            f"(python -m evalframe -m sweep={preset} ...)"
+        )
+
+
+def read_jobs(sweep_dir: Path) -> list[Job]:
+    jobs = []
+    for manifest in Path(sweep_dir).glob(f"*/{MANIFEST}"):
+        data = json.loads(manifest.read_text())
+        recorded = data.get("objective") or {}
+        value = recorded.get("value")
+        overrides = dict(o.split("=", 1) for o in data.get("overrides", []) if "=" in o)
+        jobs.append(
+            Job(
+                manifest.parent.name,
+                {k.lstrip("+~"): v for k, v in overrides.items()},
+                data.get("means", {}),
+                math.nan if value is None else float(value),
+                recorded.get("metric"),
+                recorded.get("direction") or "maximize",
+            )
+        )
+    return sorted(jobs, key=lambda j: (len(j.name), j.name))  # 0, 1, ..., 10 in launch order
+
+
+def swept_keys(jobs: list[Job], configured: list[str]) -> list[str]:
+    """The keys a sweep varies: its preset's parameters plus any override that differs between jobs."""
+    keys = [k.lstrip("+~") for k in configured]
+    for job in jobs:
+        for key, value in job.overrides.items():
+            if key not in keys and any(other.overrides.get(key) != value for other in jobs):
+                keys.append(key)
+    return keys
+
+
+def objective_of(config: DictConfig, jobs: list[Job]) -> Objective:
+    """The metric the jobs recorded (a null objective.metric resolves in each job to its first
+    scorer's mean), else what the config says."""
+    recorded = next((j for j in jobs if j.metric), None)
+    if recorded is not None:
+        return Objective(str(recorded.metric), recorded.direction)
+    direction = "minimize" if OmegaConf.select(config, "objective.direction") == "minimize" else "maximize"
+    return Objective(str(OmegaConf.select(config, "objective.metric") or "objective"), direction)
+
+
+def best_of(sweep_dir: Path, jobs: list[Job], objective: Objective, swept: list[str]) -> Best | None:
+    """The best job: Optuna's own verdict when it ran (its optimization_results.yaml), else the
+    ranking's first. None when no job has an objective value."""
+    ranked = sorted(jobs, key=lambda j: objective.rank(j.objective))
+    top = ranked[0] if ranked and not math.isnan(ranked[0].objective) else None
+    optuna = Path(sweep_dir) / OPTUNA_RESULTS
+    if optuna.is_file():
+        results = OmegaConf.to_container(OmegaConf.load(optuna))
+        assert isinstance(results, dict)
+        value = float(results.get("best_value", math.nan))
+        if "best_params" not in results or not math.isfinite(value):
+            return None  # multi-objective, or every trial reported the worst value (NaN objective)
+        params = {str(k): str(v) for k, v in results["best_params"].items()}
+        job = next((j for j in ranked if all(j.overrides.get(k) == v for k, v in params.items())), top)
+        return Best(params, value, job)
+    if top is None:
+        return None
+    return Best({k: top.overrides[k] for k in swept if k in top.overrides}, top.objective, top)
 
 
 class SweepCallback(Callback):
@@ -37,13 +135,27 @@ class SweepCallback(Callback):
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         from evalframe import report
 
-        rows = []
-        for manifest in sorted(Path(config.hydra.sweep.dir).glob("*/run.json")):
-            data = json.loads(manifest.read_text())
-            rows.append((manifest.parent.name, data.get("overrides", []), data.get("means", {})))
-        report.sweep(rows)
+        sweep_dir = Path(config.hydra.sweep.dir)
+        jobs = read_jobs(sweep_dir)
+        objective = objective_of(config, jobs)
+        params = OmegaConf.select(config, "hydra.sweeper.params") or {}
+        swept = swept_keys(jobs, [str(k) for k in params])
+        best = best_of(sweep_dir, jobs, objective, swept)
+        report.sweep(jobs, swept, objective)
+        report.best(best, objective)
         parent = os.environ.pop(PARENT_RUN, None)
         if parent:
             from evalframe import tracking as mlflow_tracking
 
-            mlflow_tracking.end_parent(str(OmegaConf.select(config, "tracking.uri")), parent)
+            tags = {
+                "evalframe.sweep.objective": objective.metric,
+                "evalframe.sweep.direction": objective.direction,
+            }
+            metrics = {}
+            if best is not None:
+                tags["evalframe.sweep.best"] = " ".join(f"{k}={v}" for k, v in best.params.items())
+                tags.update({f"evalframe.sweep.best.{k}": v for k, v in best.params.items()})
+                if best.job is not None:
+                    tags["evalframe.sweep.best_job"] = best.job.name
+                metrics["objective"] = best.value
+            mlflow_tracking.end_parent(str(OmegaConf.select(config, "tracking.uri")), parent, tags, metrics)

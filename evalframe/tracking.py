@@ -7,6 +7,7 @@ artifacts) rather than one call per item: 1,000 single log_metric calls take sec
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -105,10 +106,18 @@ def log_run(
     # In a sweep each job is a child of the sweep's run: the UI nests them, and its compare view and
     # parallel-coordinates chart show swept params against scores.
     nesting = {"mlflow.parentRunId": parent} if parent else {}
+    metrics = result.metrics()
+    objective = result.objective
+    if objective is not None:
+        # One name in every run, whatever it measures: the UI's parallel-coordinates chart and
+        # sort-by-column work across sweeps; the tag says which metric it is.
+        tags = {**tags, "evalframe.objective": f"{objective.metric} ({objective.direction})"}
+        if not math.isnan(objective.value):  # left out, like every other NaN metric
+            metrics["objective"] = objective.value
     with mlflow.start_run(run_name=run_name, tags=nesting) as run:
         mlflow.set_tags(dict(tags))
         mlflow.log_params(flatten(safe))
-        mlflow.log_metrics(result.metrics())
+        mlflow.log_metrics(metrics)
         mlflow.log_table(data=result.table(), artifact_file="items.json")
         mlflow.log_dict(safe, "config.yaml")
         mlflow.log_text(prompts_log(result), "prompts.jsonl")
@@ -133,7 +142,20 @@ def start_parent(uri: str, experiment: str, name: str, overrides: list[str]) -> 
     return str(run.info.run_id)
 
 
-def end_parent(uri: str, run_id: str) -> None:
+def end_parent(
+    uri: str, run_id: str, tags: Mapping[str, str] | None = None, metrics: Mapping[str, float] | None = None
+) -> None:
+    """Close the sweep's parent run, tagged with its outcome (the best job's values and objective)."""
+    import time
+
+    from mlflow.entities import Metric, RunTag
     from mlflow.tracking import MlflowClient
 
-    MlflowClient(uri).set_terminated(run_id)
+    client = MlflowClient(uri)
+    now = int(time.time() * 1000)
+    client.log_batch(
+        run_id,
+        metrics=[Metric(k, v, now, 0) for k, v in (metrics or {}).items()],
+        tags=[RunTag(k, str(v)) for k, v in (tags or {}).items()],
+    )
+    client.set_terminated(run_id)
