@@ -1,35 +1,29 @@
-"""Sweeps: one MLflow parent run, a child run per job with the swept values as params, a sorted table."""
+"""Sweeps: presets, one MLflow parent run with a child per job, jobs ranked by the objective, and
+Optuna tuning the penalty weights to human scores with one run's worth of judge calls."""
 
 from __future__ import annotations
 
+import json
+import math
+import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from evalframe import run
+from evalframe.errors import ConfigError
+from evalframe.objective import Objective, of_config
+from evalframe.paths import CONF_DIR
 from evalframe.testserver import FakeLLMServer
-from tests.conftest import fake_model, run_cli
+from tests import short_answer_judge
+from tests.conftest import compose, fake_model, run_cli
 
-pytestmark = pytest.mark.slow
+slow = pytest.mark.slow
 
 
-def test_a_sweep_makes_a_parent_run_with_one_child_per_job(
-    judge_server: FakeLLMServer, tmp_path: Path
-) -> None:
-    result = run_cli(
-        [
-            "-m",
-            "scorer=answer_similarity",
-            *fake_model(judge_server),
-            "dataset.limit=12",
-            "penalties.missing=0.05,0.3",
-            "penalties.contradiction=0.1,1.0",
-        ],
-        cwd=tmp_path,
-        env={"OPENAI_API_KEY": "sk-x"},
-    )
-    assert result.returncode == 0, result.stderr
-    assert "sweep: 4 jobs, best first" in result.stdout
-
+def mlflow_runs(tmp_path: Path) -> tuple[Any, list[Any]]:
+    """The sweep's parent run and its children, from the SQLite store the sweep wrote."""
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
@@ -38,18 +32,224 @@ def test_a_sweep_makes_a_parent_run_with_one_child_per_job(
     runs = client.search_runs([experiment.experiment_id])
     [parent] = [r for r in runs if r.data.tags.get("evalframe.sweep") == "true"]
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
-    assert len(runs) == 5 and len(children) == 4
-    assert "penalties.missing=0.05,0.3" in parent.data.tags["evalframe.sweep.overrides"]
-    assert parent.info.status == "FINISHED"
+    assert len(runs) == len(children) + 1
+    return parent, children
+
+
+def table_rows(stdout: str) -> list[list[str]]:
+    """The cells of the end-of-sweep table, best first."""
+    after = stdout[stdout.index("sweep: ") :]
+    return [
+        [cell.strip() for cell in line.strip("│ ").split("│")]
+        for line in after.splitlines()
+        if re.match(r"│ \d+ ", line)
+    ]
+
+
+def best_line(stdout: str) -> dict[str, str]:
+    [line] = [line for line in stdout.splitlines() if line.startswith("best: ")]
+    return dict(pair.split("=", 1) for pair in line.removeprefix("best: ").split())
+
+
+@slow
+def test_the_grid_preset_runs_its_combinations_as_child_runs_ranked_by_the_objective(
+    judge_server: FakeLLMServer, tmp_path: Path
+) -> None:
+    result = run_cli(
+        [
+            "-m",
+            "sweep=penalties_grid",
+            # The same key on the command line replaces the preset's line: 2 x 2 x 1 jobs, the
+            # contradiction weights (0.5, 1.0) from the preset.
+            "penalties.missing=0.05,0.3",
+            "penalties.extra_info=0.05",
+            "scorer=answer_similarity",
+            *fake_model(judge_server),
+            "dataset.limit=12",
+        ],
+        cwd=tmp_path,
+        env={"OPENAI_API_KEY": "sk-x"},
+    )
+    assert result.returncode == 0, result.stderr
+    assert "sweep: 4 jobs, best first by answer_similarity/mean (maximize)" in result.stdout
+
+    parent, children = mlflow_runs(tmp_path)
+    assert (
+        parent.info.status == "FINISHED"
+        and "sweep=penalties_grid" in parent.data.tags["evalframe.sweep.overrides"]
+    )
     swept = {(c.data.params["penalties.missing"], c.data.params["penalties.contradiction"]) for c in children}
-    assert swept == {("0.05", "0.1"), ("0.05", "1.0"), ("0.3", "0.1"), ("0.3", "1.0")}
-    means = {
+    assert swept == {(m, c) for m in ("0.05", "0.3") for c in ("0.5", "1.0")}
+    assert {c.data.params["penalties.extra_info"] for c in children} == {"0.05"}
+    objective = {
         (c.data.params["penalties.missing"], c.data.params["penalties.contradiction"]): c.data.metrics[
-            "answer_similarity/mean"
+            "objective"
         ]
         for c in children
     }
-    assert means[("0.05", "0.1")] > means[("0.3", "1.0")]  # lighter penalties, higher scores
-    # The table lists the best job first.
-    lines = [line for line in result.stdout.splitlines() if "penalties.missing=" in line]
-    assert "penalties.missing=0.05" in lines[0] and "penalties.contradiction=0.1" in lines[0]
+    assert all(c.data.metrics["objective"] == c.data.metrics["answer_similarity/mean"] for c in children)
+    assert objective[("0.05", "0.5")] > objective[("0.3", "1.0")]  # lighter penalties, higher scores
+
+    # The table: best first, a column per swept key, then the objective.
+    rows = table_rows(result.stdout)
+    assert len(rows) == 4
+    values = [float(row[4]) for row in rows]
+    assert values == sorted(values, reverse=True)
+    assert rows[0][1:4] == ["0.05", "0.5", "0.05"]
+    assert best_line(result.stdout) == {
+        "penalties.missing": "0.05",
+        "penalties.contradiction": "0.5",
+        "penalties.extra_info": "0.05",
+    }
+    assert parent.data.tags["evalframe.sweep.best.penalties.missing"] == "0.05"
+    assert parent.data.tags["evalframe.sweep.objective"] == "answer_similarity/mean"
+    assert parent.data.metrics["objective"] == pytest.approx(max(objective.values()))
+    # run.json records the objective for the sweep's charts.
+    manifest = json.loads(next(tmp_path.glob("multirun/*/*/0/run.json")).read_text())
+    assert manifest["objective"]["metric"] == "answer_similarity/mean"
+    assert manifest["objective"]["direction"] == "maximize"
+    assert manifest["objective"]["value"] == pytest.approx(manifest["means"]["answer_similarity"])
+
+
+@slow
+def test_direction_minimize_ranks_the_lowest_first(judge_server: FakeLLMServer, tmp_path: Path) -> None:
+    result = run_cli(
+        [
+            "-m",
+            "scorer=answer_similarity",
+            *fake_model(judge_server),
+            "tracking=none",
+            "dataset.limit=12",
+            "objective.direction=minimize",
+            "penalties.missing=0.05,0.3",
+        ],
+        cwd=tmp_path,
+        env={"OPENAI_API_KEY": "sk-x"},
+    )
+    assert result.returncode == 0, result.stderr
+    rows = table_rows(result.stdout)
+    assert [row[1] for row in rows] == ["0.3", "0.05"]  # the heavier penalty scores lower: best here
+    assert float(rows[0][2]) < float(rows[1][2])
+    assert best_line(result.stdout) == {"penalties.missing": "0.3"}
+
+
+@slow
+def test_optuna_tunes_the_penalties_to_human_scores_with_one_runs_judge_calls(
+    judge_server: FakeLLMServer, tmp_path: Path
+) -> None:
+    # Word units make a short answer partly right, so the weights change how the pairs rank.
+    judge_server.responder = short_answer_judge.judge
+    data = ["scorer=answer_similarity", *fake_model(judge_server), "dataset=sas_squad", "dataset.limit=40"]
+    single = run.evaluate(compose([*data, "tracking=none"]), tmp_path / "single")[0]
+    one_run = judge_server.count()
+    assert one_run > 0 and single.agreement["answer_similarity"]["n"] == 40
+    judge_server.reset()
+
+    result = run_cli(
+        ["-m", "sweep=tune_penalties", "hydra.sweeper.n_trials=6", *data],
+        cwd=tmp_path,
+        env={"OPENAI_API_KEY": "sk-x", "EVALFRAME_CACHE_DIR": str(tmp_path / "sweep-cache")},
+    )
+    assert result.returncode == 0, result.stderr
+    assert judge_server.count() == one_run  # every trial after the first re-scores cached replies
+    trials = sorted(tmp_path.glob("multirun/*/*/[0-9]*/results.jsonl"), key=lambda p: int(p.parent.name))
+    assert len(trials) == 6
+    for later in trials[1:]:
+        steps = [
+            s
+            for line in later.read_text().splitlines()
+            for s in json.loads(line)["scores"]["answer_similarity"]["steps"]
+        ]
+        assert steps and all(s["cached"] for s in steps)
+
+    parent, children = mlflow_runs(tmp_path)
+    assert len(children) == 6
+    spearman = {c.info.run_id: c.data.metrics["answer_similarity/agreement/spearman"] for c in children}
+    assert all(c.data.metrics["objective"] == spearman[c.info.run_id] for c in children)
+    assert len(set(spearman.values())) > 1  # the search is not over a flat line
+    keys = ("penalties.missing", "penalties.contradiction", "penalties.extra_info")
+    printed = best_line(result.stdout)
+    [best_child] = [c for c in children if all(c.data.params[k] == printed[k] for k in keys)]
+    best = best_child.data.metrics["objective"]
+    assert best == max(spearman.values())  # (ties: Optuna names the first such trial)
+    assert f"answer_similarity/agreement/spearman = {best:.4f}" in result.stdout
+    assert {k: parent.data.tags[f"evalframe.sweep.best.{k}"] for k in keys} == printed
+    assert parent.data.metrics["objective"] == pytest.approx(best)
+    # Optuna's own record (it read the task's return values) agrees.
+    from omegaconf import OmegaConf
+
+    optuna = OmegaConf.load(next(tmp_path.glob("multirun/*/*/optimization_results.yaml")))
+    assert optuna.best_value == pytest.approx(best)
+    assert {k: str(v) for k, v in optuna.best_params.items()} == printed
+
+
+@slow
+def test_a_nan_objective_is_the_worst_value_and_does_not_stop_optuna(
+    judge_server: FakeLLMServer, tmp_path: Path
+) -> None:
+    judge_server.responder = lambda request: "not json"  # every item unscored: no Spearman
+    result = run_cli(
+        [
+            "-m",
+            "sweep=tune_penalties",
+            "hydra.sweeper.n_trials=2",
+            "scorer=answer_similarity",
+            *fake_model(judge_server),
+            "model.max_retries=0",
+            "dataset=sas_squad",
+            "dataset.limit=2",
+            "max_unscored_rate=1.0",
+            "tracking=none",
+        ],
+        cwd=tmp_path,
+        env={"OPENAI_API_KEY": "sk-x"},
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.count("reported to the sweeper as -inf, the worst value") == 2
+    assert [row[4] for row in table_rows(result.stdout)] == ["–", "–"]
+    assert "best: none; no job produced answer_similarity/agreement/spearman" in result.stdout
+
+
+@slow
+def test_a_preset_without_multirun_says_to_add_m(tmp_path: Path) -> None:
+    result = run_cli(["sweep=penalties_grid", "scorer=answer_similarity"], cwd=tmp_path)
+    assert result.returncode == 2
+    assert "sweep=penalties_grid is a sweep preset" in result.stderr and "add -m" in result.stderr
+
+
+def test_nan_returns_the_worst_value_for_the_direction() -> None:
+    assert Objective("m", "maximize", math.nan).returned() == -math.inf
+    assert Objective("m", "minimize", math.nan).returned() == math.inf
+    assert Objective("m", "minimize", 0.25).returned() == 0.25
+    ranked = sorted([0.2, math.nan, 0.9], key=Objective("m", "minimize").rank)
+    assert ranked[:2] == [0.2, 0.9] and math.isnan(ranked[2])
+
+
+def test_the_objective_defaults_to_the_first_scorers_mean_and_is_checked_before_any_call() -> None:
+    assert of_config(compose(["scorer=[token_f1,exact_match]"])) == Objective("token_f1/mean")
+    tuned = compose(["sweep=tune_penalties", "scorer=answer_similarity", "dataset=sas_squad"])
+    assert of_config(tuned) == Objective("answer_similarity/agreement/spearman", "maximize")
+    errors = {
+        "sweep=tune_penalties": "scorer 'answer_similarity' is not selected",
+        "objective.metric=token_f1/agreement/spearman": "set dataset.human_score=COLUMN",
+        "objective.metric=token_f1/median": "unknown metric",
+        "objective.direction=up": "choose maximize or minimize",
+    }
+    for override, message in errors.items():
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            of_config(compose(["scorer=token_f1", override]))
+
+
+def test_the_optuna_preset_searches_the_penalties_in_the_objectives_direction() -> None:
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = hydra_compose(
+            "config", ["sweep=tune_penalties", "objective.direction=minimize"], return_hydra_config=True
+        )
+    sweeper = cfg.hydra.sweeper
+    assert sweeper._target_.endswith("OptunaSweeper") and sweeper.direction == "minimize"
+    assert sweeper.sampler._target_ == "optuna.samplers.TPESampler" and sweeper.sampler.seed is not None
+    assert set(sweeper.params) == {"penalties.missing", "penalties.contradiction", "penalties.extra_info"}
+    assert all(str(v).startswith("interval(") for v in sweeper.params.values())
