@@ -125,7 +125,7 @@ def sweep(jobs: list[Job], swept: list[str], objective: Objective) -> None:
 def best(found: Best | None, objective: Objective) -> None:
     """The best job's values, as overrides to paste into the next command."""
     if found is None:
-        console.print(f"best: none; no job produced {objective.metric} (see the jobs' errors above)")
+        console.print(f"best: none; no job produced a value of {objective.metric} (see the warnings above)")
         return
     values = " ".join(f"{k}={v}" for k, v in found.params.items()) or "(no swept values)"
     job = f", job {found.job.name}" if found.job else ""

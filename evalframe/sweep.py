@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -116,8 +117,27 @@ def best_of(sweep_dir: Path, jobs: list[Job], objective: Objective, swept: list[
     return Best({k: top.overrides[k] for k in swept if k in top.overrides}, top.objective, top)
 
 
+def check_objective(config: DictConfig) -> None:
+    """A bad objective would fail every job the same way (30 times in an Optuna search): stop first."""
+    from evalframe.objective import of_config
+
+    objective = config.get("objective")
+    try:
+        of_config(
+            {
+                "objective": OmegaConf.to_container(objective, resolve=True) if objective else {},
+                "scorers": dict.fromkeys(config.get("scorers") or {}),
+                "dataset": {"human_score": OmegaConf.select(config, "dataset.human_score")},
+            }
+        )
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        raise SystemExit(e.exit_code) from None
+
+
 class SweepCallback(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        check_objective(config)
         tracking = config.get("tracking") or {}
         if not tracking.get("enabled"):
             return

@@ -207,14 +207,19 @@ def test_a_nan_objective_is_the_worst_value_and_does_not_stop_optuna(
     assert result.returncode == 0, result.stderr
     assert result.stderr.count("reported to the sweeper as -inf, the worst value") == 2
     assert [row[4] for row in table_rows(result.stdout)] == ["–", "–"]
-    assert "best: none; no job produced answer_similarity/agreement/spearman" in result.stdout
+    assert "best: none; no job produced a value of answer_similarity/agreement/spearman" in result.stdout
 
 
 @slow
-def test_a_preset_without_multirun_says_to_add_m(tmp_path: Path) -> None:
+def test_a_preset_without_multirun_or_with_a_bad_objective_stops_before_any_job(tmp_path: Path) -> None:
     result = run_cli(["sweep=penalties_grid", "scorer=answer_similarity"], cwd=tmp_path)
     assert result.returncode == 2
     assert "sweep=penalties_grid is a sweep preset" in result.stderr and "add -m" in result.stderr
+    # tune_penalties ranks by answer_similarity's agreement: without that scorer, no trial can count.
+    result = run_cli(["-m", "sweep=tune_penalties", "dataset=sas_squad", "scorer=token_f1"], cwd=tmp_path)
+    assert result.returncode == 2
+    assert "scorer 'answer_similarity' is not selected" in result.stderr
+    assert not list(tmp_path.glob("multirun/*/*/*/run.json"))
 
 
 def test_nan_returns_the_worst_value_for_the_direction() -> None:
