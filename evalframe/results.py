@@ -117,6 +117,7 @@ class RunResult:
     items: list[ItemResult]
     scorers: list[str]
     agreement: dict[str, dict[str, float]] = field(default_factory=dict)  # scorer -> metric -> value
+    run_id: str | None = None  # the MLflow run it was logged to, if it was
 
     @property
     def summaries(self) -> dict[str, ScorerSummary]:
