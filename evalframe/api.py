@@ -166,6 +166,8 @@ def _split_scorers(scorers: Any) -> tuple[dict[str, dict[str, Any]], dict[str, S
     objects: dict[str, Scorer] = {}
     known = _options("scorer")
     for name, spec in pairs:
+        if name in named or name in objects:
+            raise ConfigError(f"two scorers are called {name!r}; give one a name: {{'other_name': scorer}}")
         if isinstance(spec, Scorer):
             objects[name] = spec
         elif name not in known:
@@ -189,6 +191,11 @@ def _model(model: str | Mapping[str, Any] | None) -> tuple[list[str], dict[str, 
     settings: dict[str, Any] = {"name": model} if isinstance(model, str) else dict(model)
     if isinstance(model, str) and model in _options("model"):
         return [f"model={model}"], {}
+    if isinstance(model, str) and "/" not in model:
+        raise ConfigError(
+            f"model={model!r} is neither a preset ({', '.join(_options('model'))}) nor a LiteLLM model "
+            "string (provider/model, e.g. openai/gpt-4o)"
+        )
     name = str(settings.get("name") or "")
     provider = name.split("/", 1)[0] if "/" in name else ""
     preset = _PROVIDER_PRESET.get(provider, "gpt")
@@ -494,9 +501,9 @@ async def evaluate_async(
 ) -> Evaluation:
     """`evaluate` for async code (same arguments): the run works on a worker thread while your loop
     stays free, and an async target function runs on your loop, where its clients and pools live."""
+    prepared = _prepare(**locals())  # first statement: locals() are exactly the arguments
     from evalframe.targets import PythonTarget
 
-    prepared = _prepare(**locals())  # first statement: locals() are exactly the arguments
     if isinstance(prepared.given.target, PythonTarget):
         prepared.given.target.loop = asyncio.get_running_loop()
     return await asyncio.to_thread(_run, prepared)

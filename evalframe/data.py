@@ -154,11 +154,17 @@ def require(rows: list[Row], path: str, field_name: str, why: str) -> None:
             )
 
 
+def _whole(value: Any) -> Any:
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
 def records_of(data: Any) -> tuple[list[Any], str]:
     """In-memory data as plain records and the name errors use for it: a list of dicts, or a pandas
     DataFrame (through its JSON form, so NaN becomes a missing value and numpy numbers plain ones)."""
     if hasattr(data, "to_json") and hasattr(data, "columns"):  # a DataFrame; pandas is not imported here
-        return json.loads(data.to_json(orient="records", date_format="iso", double_precision=15)), "DataFrame"
+        records = json.loads(data.to_json(orient="records", date_format="iso", double_precision=15))
+        # An integer column with a gap is float in pandas: 42 would be read as "42.0".
+        return [{k: _whole(v) for k, v in record.items()} for record in records], "DataFrame"
     if isinstance(data, Mapping | str | bytes) or not isinstance(data, Iterable):
         raise DataError(
             f"data is a {type(data).__name__}; pass a list of dicts (one per row), a pandas DataFrame, "
