@@ -1,4 +1,4 @@
-"""`from evalframe import evaluate`: the Python API runs the CLI's pipeline on in-memory data and functions."""
+"""`from evalframe import evaluate`: the Python API runs the CLI's pipeline on in-memory data and code."""
 
 from __future__ import annotations
 
@@ -71,7 +71,7 @@ def test_list_of_dicts_and_a_function(tmp_path: Path) -> None:
     items = result.items
     assert list(items["id"]) == ["fr", "de", "it", "es"]
     assert list(items["output"]) == ["Paris", "Berlin", "Rome", "I do not know"]
-    assert {"input", "ground_truth", "exact_match/score", "exact_match/reason", "token_f1/error"} <= set(items)
+    assert {"input", "ground_truth", "exact_match/score", "exact_match/reason", "token_f1/error"} <= {*items}
     assert list(items["exact_match/score"]) == [1.0, 1.0, 1.0, 0.0]
     assert result.run_id is None and result.exit_code == 0
     # Every item is journaled in the run directory, as the CLI's runs are.
@@ -132,7 +132,7 @@ def test_async_target_under_the_concurrency_limit(tmp_path: Path) -> None:
         active -= 1
         return capital(question)
 
-    rows = [{"input": f"{r['input']} ({n})", "ground_truth": r["ground_truth"]} for n in range(3) for r in ROWS]
+    rows = [{**r, "id": f"{r['id']}{n}"} for n in range(3) for r in ROWS]
     result = evaluate(rows, "exact_match", target=agent, concurrency=3, output_dir=tmp_path)
     assert peak == 3
     assert result.summaries["exact_match"].scored == 12 and result.mean("exact_match") == 0.75
@@ -140,7 +140,7 @@ def test_async_target_under_the_concurrency_limit(tmp_path: Path) -> None:
 
 def test_sync_target_runs_in_threads_under_the_concurrency_limit(tmp_path: Path) -> None:
     agent = Counting(delay=0.02)
-    rows = [{"input": f"{r['input']} ({n})", "ground_truth": r["ground_truth"]} for n in range(3) for r in ROWS]
+    rows = [{**r, "id": f"{r['id']}{n}"} for n in range(3) for r in ROWS]
     evaluate(rows, "exact_match", target=agent, concurrency=4, output_dir=tmp_path)
     assert agent.calls == 12 and agent.peak == 4
 
@@ -161,14 +161,15 @@ class Brevity(ItemScorer):
 def test_scorer_objects_beside_scorer_names(tmp_path: Path) -> None:
     result = evaluate(
         ROWS,
-        ["token_f1", Brevity(words=2), {"strict": ExactMatch()}.get("strict")],
+        ["token_f1", Brevity(words=2), ExactMatch()],
         target=capital,
         output_dir=tmp_path,
     )
     assert result.means == {"token_f1": 0.75, "brevity": 0.75, "exact_match": 0.75}
     assert result.items["brevity/reason"][3] == "4 words (limit 2)"
     assert result.config["scorers"]["brevity"] == {"_target_": "tests.test_api.Brevity", "words": 2}
-    named = evaluate(ROWS, {"short": Brevity(words=9), "token_f1": {}}, target=capital, output_dir=tmp_path / "2")
+    scorers = {"short": Brevity(words=9), "token_f1": {}}
+    named = evaluate(ROWS, scorers, target=capital, output_dir=tmp_path / "2")
     assert named.means == {"token_f1": 0.75, "short": 1.0}
     with pytest.raises(ConfigError, match="two scorers are called 'exact_match'"):
         evaluate(ROWS, ["exact_match", ExactMatch()], target=capital)
@@ -195,7 +196,8 @@ def test_default_run_directory_is_outputs_date_time_and_never_reused(
     a = evaluate(ROWS, "exact_match", target=capital)
     b = evaluate(ROWS, "exact_match", target=capital)
     assert a.run_dir != b.run_dir
-    assert a.run_dir.parent.parent == Path("outputs") and a.results_file.is_file() and b.results_file.is_file()
+    assert a.run_dir.parent.parent == Path("outputs")
+    assert a.results_file.is_file() and b.results_file.is_file()
     assert not (tmp_path / "mlflow.db").exists()  # tracking is off unless asked for
 
 
@@ -205,7 +207,7 @@ def test_default_run_directory_is_outputs_date_time_and_never_reused(
 @pytest.mark.parametrize(
     ("data", "message"),
     [
-        ([{"input": "a"}, {"question": "b"}], r"data, record 2: no 'input' field .*columns=.*found: question"),
+        ([{"input": "a"}, {"question": "b"}], r"data, record 2: no 'input' field .*columns=.*found: questi"),
         ([{"input": "a"}, {"input": "  "}], r"data, record 2: the input \('input'\) is empty"),
         ([{"id": 1, "input": "a"}, {"id": 1, "input": "b"}], r"record 2: id '1' repeats the id of record 1"),
         ([{"input": "a"}, "b"], r"data, record 2: expected a dict \(one per row\), got str"),
@@ -222,14 +224,14 @@ def test_bad_data_is_reported_before_the_target_runs(data: Any, message: str) ->
 
 
 def test_bad_arguments_are_config_errors() -> None:
-    with pytest.raises(ConfigError, match=r"unknown scorer 'answer_similarty'; choose from .*answer_similarity"):
+    with pytest.raises(ConfigError, match=r"unknown scorer 'answer_similarty'; choose from .*answer_simi"):
         evaluate(ROWS, "answer_similarty", target=capital)
     with pytest.raises(ConfigError, match=r"model='gtp' is neither a preset \(claude, gemini, gpt, ollama"):
         evaluate(ROWS, "answer_similarity", target=capital, model="gtp")
     with pytest.raises(ConfigError, match=r"penalties='harsh'; choose from default, lenient, strict"):
         evaluate(ROWS, "answer_similarity", target=capital, penalties="harsh")
     with pytest.raises(ConfigError, match=r"target is a int; pass a function"):
-        evaluate(ROWS, "exact_match", target=3)
+        evaluate(ROWS, "exact_match", target=3)  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match=r"config error: .*no_such_key"):
         evaluate(ROWS, "exact_match", target=capital, overrides=["no_such_key=1"])
 
@@ -237,7 +239,7 @@ def test_bad_arguments_are_config_errors() -> None:
 def test_missing_ground_truth_and_key_stop_before_any_call(judge_server: FakeLLMServer) -> None:
     agent = Counting()
     rows = [*ROWS, {"id": "xx", "input": "What is the capital of Peru?"}]
-    with pytest.raises(DataError, match=r"data, line 5 \(id xx\): no ground_truth, which scorer answer_similarity"):
+    with pytest.raises(DataError, match=r"data, line 5 \(id xx\): no ground_truth, which scorer answer_s"):
         evaluate(rows, "answer_similarity", target=agent, model=judge(judge_server))
     with pytest.raises(ConfigError, match="OPENAI_API_KEY is not set"):
         evaluate(ROWS, "answer_similarity", target=agent, model="gpt")
@@ -257,8 +259,14 @@ def test_the_api_composes_the_config_the_cli_would(judge_server: FakeLLMServer, 
         output_dir=tmp_path / "api",
     )
     cli = compose(
-        ["scorer=answer_similarity", *fake_model(judge_server), "tracking=none"]
-        + ["penalties.missing=0.3", "dataset.limit=4", "scorers.answer_similarity.scale=1.0"]
+        [
+            "scorer=answer_similarity",
+            *fake_model(judge_server),
+            "tracking=none",
+            "penalties.missing=0.3",
+            "dataset.limit=4",
+            "scorers.answer_similarity.scale=1.0",
+        ]
     )
     assert api.config == cli
     cli_result, _ = run.evaluate(cli, tmp_path / "cli")
@@ -284,8 +292,9 @@ def test_penalties_and_a_function_under_an_llm_judge(judge_server: FakeLLMServer
         return answers[question]
 
     means = {
-        p: evaluate(data, "answer_similarity", target=agent, model=judge(judge_server), penalties=p)
-        .mean("answer_similarity")
+        p: evaluate(data, "answer_similarity", target=agent, model=judge(judge_server), penalties=p).mean(
+            "answer_similarity"
+        )
         for p in ("strict", "default", "lenient")
     }
     assert means["strict"] < means["default"] < means["lenient"]
@@ -304,10 +313,10 @@ def test_tracking_logs_to_mlflow_and_returns_the_run_id(
     from mlflow.tracking import MlflowClient
 
     uri = f"sqlite:///{tmp_path / 'given.db'}"
-    result = evaluate(ROWS, "exact_match", target=capital, tracking=uri, experiment="api", run_name="capitals")
+    result = evaluate(ROWS, "exact_match", target=capital, tracking=uri, experiment="api", run_name="caps")
     assert result.run_id is not None and result.run_id in str(result)
     run_ = MlflowClient(uri).get_run(result.run_id)
-    assert run_.data.metrics["exact_match/mean"] == 0.75 and run_.info.run_name == "capitals"
+    assert run_.data.metrics["exact_match/mean"] == 0.75 and run_.info.run_name == "caps"
     assert run_.data.params["target.fn"] == "tests.test_api:capital"
     assert MlflowClient(uri).get_experiment(run_.info.experiment_id).name == "api"
 
