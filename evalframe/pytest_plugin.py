@@ -72,8 +72,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     report = yield
     runs = item.stash.get(RUNS, [])
     if runs and report.when == "call":
-        # In the JUnit XML too (--junitxml), for CI systems that link artifacts.
-        report.user_properties += [("evalframe_run_dir", str(result.run_dir)) for result in runs]
+        # Into the JUnit XML (--junitxml, which reads them from the teardown report), for CI systems
+        # that link artifacts.
+        item.user_properties += [("evalframe_run_dir", str(result.run_dir)) for result in runs]
         if report.failed:
             worst = int(item.config.getini("evalframe_report_items"))
             for n, result in enumerate(runs, start=1):
