@@ -505,5 +505,5 @@ async def evaluate_async(
     from evalframe.targets import PythonTarget
 
     if isinstance(prepared.given.target, PythonTarget):
-        prepared.given.target.loop = asyncio.get_running_loop()
+        prepared.given.target.run_on(asyncio.get_running_loop())
     return await asyncio.to_thread(_run, prepared)

@@ -132,10 +132,13 @@ class PythonTarget(Target):
         self.pass_row = pass_row
         self.timeout = timeout
         self.is_async = _is_async(self.fn)
-        # evaluate_async runs the pipeline on a worker thread's loop; the user's coroutines belong on
-        # the caller's loop, where their clients and connection pools live.
-        self.loop: asyncio.AbstractEventLoop | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._check_arguments()
+
+    def run_on(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Run an async function's coroutines on `loop`: evaluate_async works on a thread of its own,
+        but the caller's coroutines belong on the caller's loop, with their clients and pools."""
+        self._loop = loop
 
     @property
     def name(self) -> str:
@@ -188,8 +191,8 @@ class PythonTarget(Target):
     async def _call(self, args: tuple[Any, ...], pool: ThreadPoolExecutor) -> Any:
         loop = asyncio.get_running_loop()
         if self.is_async:
-            if self.loop is not None and self.loop is not loop:
-                return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self.fn(*args), self.loop))
+            if self._loop is not None and self._loop is not loop:
+                return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self.fn(*args), self._loop))
             return await self.fn(*args)
         value = await loop.run_in_executor(pool, functools.partial(self.fn, *args))
         return await value if inspect.isawaitable(value) else value  # a sync wrapper returning a coroutine

@@ -398,3 +398,13 @@ def test_evaluate_inside_a_hydra_app(tmp_path: Path) -> None:
     lines = done.stdout.splitlines()
     assert "mean 1.0" in lines and "greeting hello" in lines
     assert "hydra job app" in lines and "compose bye" in lines  # the app's own Hydra still works after
+
+
+def test_the_readmes_first_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme.split("## Python API", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code, "README.md", "exec"), {})
+    [saved] = tmp_path.glob("outputs/*/*/results.jsonl")
+    assert len(saved.read_text().splitlines()) == 2
