@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import hashlib
+import json
 import math
 import re
+import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -28,6 +31,7 @@ if TYPE_CHECKING:
     import pandas as pd
     from omegaconf import DictConfig
 
+    from evalframe.data import Row
     from evalframe.results import RunResult, ScorerSummary
     from evalframe.run import Given
     from evalframe.scorers import Scorer
@@ -385,8 +389,10 @@ def _prepare(
     if in_memory:
         records, source = datasets.records_of(data)
         rows = datasets.rows_from_records(records, config["dataset"], source)
+        # In the config, so a run of other data never resumes this one (and MLflow shows which data).
+        config["dataset"]["digest"] = _digest(rows)
 
-    outputs = Path("outputs")
+    outputs = Path("outputs").resolve()
     run_dir = Path(output_dir) if output_dir is not None else _fresh_dir(outputs)
     resume_from = journal.resume_dir(resume, outputs, config) if resume else None
     return _Prepared(
@@ -396,6 +402,11 @@ def _prepare(
         resume_from,
         [*choices, *overrides],
     )
+
+
+def _digest(rows: list[Row]) -> str:
+    content = [[r.id, r.input, r.ground_truth, r.output, r.human, dict(r.extra)] for r in rows]
+    return hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def _fresh_dir(outputs: Path) -> Path:
@@ -475,8 +486,19 @@ def evaluate(
         return _run(prepared)
     # A loop is running in this thread (a notebook cell, an async test) and asyncio cannot nest loops:
     # run on a worker thread with its own loop, and wait for it.
-    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="evalframe") as pool:
+    pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="evalframe")
+    try:
         return pool.submit(_run, prepared).result()
+    except KeyboardInterrupt:
+        # A thread cannot be stopped from outside: say so rather than hang until it is done.
+        print(
+            f"interrupted: the run goes on in the background until it finishes, journaling into "
+            f"{prepared.resume_from or prepared.output_dir}",
+            file=sys.stderr,
+        )
+        raise
+    finally:
+        pool.shutdown(wait=False)
 
 
 async def evaluate_async(

@@ -79,6 +79,9 @@ def test_list_of_dicts_and_a_function(tmp_path: Path) -> None:
     assert len(result.results_file.read_text().splitlines()) == 4
     manifest = json.loads((result.run_dir / "run.json").read_text())
     assert manifest["status"] == "finished" and manifest["config"]["target"]["fn"].endswith(":capital")
+    changed = [*ROWS[:3], {**ROWS[3], "ground_truth": "Madrid, Spain"}]
+    other = evaluate(changed, "exact_match", target=capital, output_dir=tmp_path / "other")
+    assert other.config["dataset"]["digest"] != result.config["dataset"]["digest"]  # never resumes this run
     text = str(result)
     assert "exact_match" in text and "0.750" in text and str(result.results_file) in text
     assert repr(result) == text
@@ -196,7 +199,7 @@ def test_default_run_directory_is_outputs_date_time_and_never_reused(
     a = evaluate(ROWS, "exact_match", target=capital)
     b = evaluate(ROWS, "exact_match", target=capital)
     assert a.run_dir != b.run_dir
-    assert a.run_dir.parent.parent == Path("outputs")
+    assert a.run_dir.parent.parent == tmp_path / "outputs"
     assert a.results_file.is_file() and b.results_file.is_file()
     assert not (tmp_path / "mlflow.db").exists()  # tracking is off unless asked for
 
@@ -276,7 +279,10 @@ def test_the_api_composes_the_config_the_cli_would(judge_server: FakeLLMServer, 
     assert api.config["scorers"]["answer_similarity"]["penalties"]["missing"] == 0.3
 
 
-def test_penalties_and_a_function_under_an_llm_judge(judge_server: FakeLLMServer, tmp_path: Path) -> None:
+def test_penalties_and_a_function_under_an_llm_judge(
+    judge_server: FakeLLMServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # the runs go to ./outputs/DATE/TIME
     data = [
         {"input": "Capital of France?", "ground_truth": "Paris is the capital of France. It is in Europe."},
         {"input": "Largest planet?", "ground_truth": "Jupiter is the largest planet. It is a gas giant."},
@@ -312,6 +318,7 @@ def test_tracking_logs_to_mlflow_and_returns_the_run_id(
 ) -> None:
     from mlflow.tracking import MlflowClient
 
+    monkeypatch.chdir(tmp_path)  # MLflow puts a SQLite store's artifacts in ./mlruns
     uri = f"sqlite:///{tmp_path / 'given.db'}"
     result = evaluate(ROWS, "exact_match", target=capital, tracking=uri, experiment="api", run_name="caps")
     assert result.run_id is not None and result.run_id in str(result)
