@@ -294,81 +294,19 @@ def _prepare(
     scorers: Any,
     target: Any,
     *,
-    model: str | Mapping[str, Any] | None,
-    penalties: str | Mapping[str, Any] | None,
-    columns: Mapping[str, str | None] | None,
-    limit: int | None,
-    concurrency: int,
-    tracking: bool | str,
-    experiment: str | None,
-    run_name: str | None,
-    dataset_name: str | None,
     output_dir: str | Path | None,
-    cache: str,
-    reason: str | None,
     resume: bool | str | Path | None,
-    overrides: Sequence[str],
+    **settings: Any,
 ) -> _Prepared:
     """Everything that can go wrong, found here, before any call: the config, the rows, the target."""
-    from omegaconf import OmegaConf, open_dict
-    from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
-
     from evalframe import data as datasets
     from evalframe import journal
     from evalframe.run import Given
     from evalframe.targets import PythonTarget, Target
 
     named, objects = _split_scorers(scorers)
-    model_choice, model_keys = _model(model)
-    penalty_choice, penalty_keys = _penalties(penalties)
-    tracking_choice, tracking_keys = _tracking(tracking)
-    if cache not in _options("cache"):
-        raise ConfigError(f"cache={cache!r}; choose from {', '.join(_options('cache'))}")
-    choices = [
-        f"scorer=[{','.join(named)}]" if named else "~scorer",
-        *model_choice,
-        *penalty_choice,
-        *tracking_choice,
-        f"cache={cache}",
-    ]
     in_memory = data is not None and not isinstance(data, str | Path)
-    if isinstance(data, str | Path):
-        choices += _file_dataset(data)
-    if isinstance(target, str):
-        choices.append("target=python")
-    cfg = _compose([*choices, *overrides])
-
-    _merge(cfg, "model", model_keys)
-    _merge(cfg, "penalties", penalty_keys)
-    _merge(cfg, "tracking", tracking_keys)
-    for name, options in named.items():
-        _merge(cfg, f"scorers.{name}", options)
-    top: dict[str, Any] = {"concurrency": concurrency}
-    if reason is not None:
-        top["reason"] = reason
-    if experiment is not None:
-        top["tracking"] = {"experiment": experiment}
-    if run_name is not None:
-        top.setdefault("tracking", {})["run_name"] = run_name
-    dataset: dict[str, Any] = {"columns": dict(columns or {})}
-    if limit is not None:
-        dataset["limit"] = limit
-    if in_memory:
-        dataset.update(name=dataset_name or "data", path=None, format="records")
-    elif dataset_name:
-        dataset["name"] = dataset_name
-    top["dataset"] = dataset
-    if isinstance(target, str):
-        top["target"] = {"fn": target}
-    with open_dict(cfg):
-        cfg.merge_with(top)
-    try:
-        resolved = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
-    except MissingMandatoryValue as e:
-        raise ConfigError(f"{e.full_key} is required") from None
-    except OmegaConfBaseException as e:
-        raise ConfigError(f"config error: {e}") from None
-    config: dict[str, Any] = {str(k): v for k, v in resolved.items()}  # type: ignore[union-attr]
+    config, overrides = _config(data, named, target, in_memory=in_memory, **settings)
 
     # What only code can hand over goes to the pipeline as it is; the config describes it for MLflow.
     built_target: Target | None = None
@@ -384,8 +322,7 @@ def _prepare(
         config["target"] = _describe(built_target)
     if objects:
         config.setdefault("scorers", {}).update({name: _describe(s) for name, s in objects.items()})
-    rows = None
-    source = "data"
+    rows, source = None, "data"
     if in_memory:
         records, source = datasets.records_of(data)
         rows = datasets.rows_from_records(records, config["dataset"], source)
@@ -395,13 +332,78 @@ def _prepare(
     outputs = Path("outputs").resolve()
     run_dir = Path(output_dir) if output_dir is not None else _fresh_dir(outputs)
     resume_from = journal.resume_dir(resume, outputs, config) if resume else None
-    return _Prepared(
-        config,
-        Given(target=built_target, scorers=objects, rows=rows, source=source),
-        run_dir,
-        resume_from,
-        [*choices, *overrides],
-    )
+    given = Given(target=built_target, scorers=objects, rows=rows, source=source)
+    return _Prepared(config, given, run_dir, resume_from, overrides)
+
+
+def _config(
+    data: Any,
+    named: dict[str, dict[str, Any]],
+    target: Any,
+    *,
+    in_memory: bool,
+    model: str | Mapping[str, Any] | None,
+    penalties: str | Mapping[str, Any] | None,
+    columns: Mapping[str, str | None] | None,
+    limit: int | None,
+    concurrency: int,
+    tracking: bool | str,
+    experiment: str | None,
+    run_name: str | None,
+    dataset_name: str | None,
+    cache: str,
+    reason: str | None,
+    overrides: Sequence[str],
+) -> tuple[dict[str, Any], list[str]]:
+    """The resolved config `python -m evalframe` would run with, and the overrides that chose it:
+    group options as overrides, values (which may be any Python data) merged in before resolving, so
+    interpolations such as the scorers' `${model}` see them."""
+    from omegaconf import OmegaConf, open_dict
+    from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
+
+    model_choice, model_keys = _model(model)
+    penalty_choice, penalty_keys = _penalties(penalties)
+    tracking_choice, tracking_keys = _tracking(tracking)
+    if cache not in _options("cache"):
+        raise ConfigError(f"cache={cache!r}; choose from {', '.join(_options('cache'))}")
+    choices = [
+        f"scorer=[{','.join(named)}]" if named else "~scorer",
+        *model_choice,
+        *penalty_choice,
+        *tracking_choice,
+        f"cache={cache}",
+    ]
+    if isinstance(data, str | Path):
+        choices += _file_dataset(data)
+    if isinstance(target, str):
+        choices.append("target=python")
+    cfg = _compose([*choices, *overrides])
+
+    _merge(cfg, "model", model_keys)
+    _merge(cfg, "penalties", penalty_keys)
+    _merge(cfg, "tracking", {**tracking_keys, **_given(experiment=experiment, run_name=run_name)})
+    for name, options in named.items():
+        _merge(cfg, f"scorers.{name}", options)
+    dataset = {"columns": dict(columns or {}), **_given(limit=limit, name=dataset_name)}
+    if in_memory:
+        dataset.update(name=dataset_name or "data", path=None, format="records")
+    _merge(cfg, "dataset", dataset)
+    if isinstance(target, str):
+        _merge(cfg, "target", {"fn": target})
+    with open_dict(cfg):
+        cfg.merge_with({"concurrency": concurrency, **_given(reason=reason)})
+    try:
+        resolved = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+    except MissingMandatoryValue as e:
+        raise ConfigError(f"{e.full_key} is required") from None
+    except OmegaConfBaseException as e:
+        raise ConfigError(f"config error: {e}") from None
+    return {str(k): v for k, v in resolved.items()}, [*choices, *overrides]  # type: ignore[union-attr]
+
+
+def _given(**values: Any) -> dict[str, Any]:
+    """The arguments that were given (not None)."""
+    return {k: v for k, v in values.items() if v is not None}
 
 
 def _digest(rows: list[Row]) -> str:
