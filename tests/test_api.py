@@ -174,6 +174,8 @@ def test_scorer_objects_beside_scorer_names(tmp_path: Path) -> None:
     scorers = {"short": Brevity(words=9), "token_f1": {}}
     named = evaluate(ROWS, scorers, target=capital, output_dir=tmp_path / "2")
     assert named.means == {"token_f1": 0.75, "short": 1.0}
+    alone = evaluate(ROWS, Brevity(), target=capital, output_dir=tmp_path / "3")
+    assert alone.means == {"brevity": 0.75} and list(alone.config["scorers"]) == ["brevity"]
     with pytest.raises(ConfigError, match="two scorers are called 'exact_match'"):
         evaluate(ROWS, ["exact_match", ExactMatch()], target=capital)
 
