@@ -14,6 +14,7 @@ import inspect
 import json
 import os
 import time
+import traceback
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -117,6 +118,12 @@ def _error(e: BaseException) -> str:
     return f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
 
 
+def _where(e: BaseException) -> str:
+    """Where the user's code raised (its last frame): the first thing to look at, kept with the item."""
+    frames = traceback.extract_tb(e.__traceback__)
+    return f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+
+
 class PythonTarget(Target):
     """Call your function for each row: `fn(input) -> answer`, or `fn(input, row)` with pass_row (row:
     every column of the dataset row). Async functions are awaited; sync ones run in worker threads.
@@ -178,7 +185,7 @@ class PythonTarget(Target):
             except asyncio.TimeoutError:  # the builtin TimeoutError only from 3.11 on
                 step.error = f"{self.name} did not return within target.timeout={self.timeout} s"
             except Exception as e:
-                step.error = f"{self.name} raised {_error(e)}"
+                step.error = f"{self.name} raised {_error(e)}{_where(e)}"
             step.latency = time.perf_counter() - started
         ctx.advance()
         if step.error is None and value is None:

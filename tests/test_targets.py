@@ -255,7 +255,9 @@ def test_python_target_exceptions_none_and_non_string_answers(tmp_path: Path) ->
 
     result = evaluate(ROWS, "exact_match", target=agent, output_dir=tmp_path, overrides=LENIENT)
     items = result.items.set_index("id")
-    assert "agent raised RuntimeError: the agent fell over" in items.loc["fr", "exact_match/error"]
+    assert "agent raised RuntimeError: the agent fell over at " in items.loc["fr", "exact_match/error"]
+    raised_at = agent.__code__.co_firstlineno + 2  # the `raise` line
+    assert items.loc["fr", "exact_match/error"].endswith(f"test_targets.py:{raised_at}")
     assert "returned None; return the answer" in items.loc["de", "exact_match/error"]
     assert items.loc["it", "output"] == '{"city": "Rome"}'  # JSON text, as non-string data values
     assert pd.isna(items.loc["it", "exact_match/error"])
