@@ -16,6 +16,7 @@ import pandas as pd
 import pytest
 
 from evalframe import evaluate
+from evalframe.data import Row
 from evalframe.errors import ConfigError, PromptError
 from evalframe.targets import HTTPTarget, PythonTarget, extract
 from tests.conftest import compose, run_cli
@@ -306,6 +307,24 @@ def test_every_target_option_composes() -> None:
     assert http["target"]["body"] is None and http["target"]["method"] == "POST"
     assert http["target"]["output_path"] == "choices.0.text"
     HTTPTarget(**{k: v for k, v in http["target"].items() if k != "_target_"})  # the YAML's keys build it
+
+
+def test_the_readmes_http_body_override() -> None:
+    chat = compose(
+        [
+            "target=http",
+            "target.url=https://api.example.com/v1/chat",
+            'target.body={model: my-agent, messages: [{role: user, content: "{{ input }}"}], '
+            'user: "{{ row.id }}"}',
+        ]
+    )["target"]
+    target = HTTPTarget(**{k: v for k, v in chat.items() if k != "_target_"})
+    row = Row("q1", "Capital of France?", None, None, 1, {"id": "q1"})
+    assert target.request_body(row) == {
+        "model": "my-agent",
+        "messages": [{"role": "user", "content": "Capital of France?"}],
+        "user": "q1",
+    }
 
 
 # --- from the command line --------------------------------------------------------------------------
