@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -152,3 +152,70 @@ def require(rows: list[Row], path: str, field_name: str, why: str) -> None:
                 f"{path}, line {row.line} (id {row.id}): no {field_name}, which {why}. "
                 f"Fill it in, map the right column with dataset.columns.{field_name}=..., or drop the row"
             )
+
+
+def _whole(value: Any) -> Any:
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def records_of(data: Any) -> tuple[list[Any], str]:
+    """In-memory data as plain records and the name errors use for it: a list of dicts, or a pandas
+    DataFrame (through its JSON form, so NaN becomes a missing value and numpy numbers plain ones)."""
+    if hasattr(data, "to_json") and hasattr(data, "columns"):  # a DataFrame; pandas is not imported here
+        records = json.loads(data.to_json(orient="records", date_format="iso", double_precision=15))
+        # An integer column with a gap is float in pandas: 42 would be read as "42.0".
+        return [{k: _whole(v) for k, v in record.items()} for record in records], "DataFrame"
+    if isinstance(data, Mapping | str | bytes) or not isinstance(data, Iterable):
+        raise DataError(
+            f"data is a {type(data).__name__}; pass a list of dicts (one per row), a pandas DataFrame, "
+            "or the path of a .jsonl or .csv file"
+        )
+    return list(data), "data"
+
+
+def rows_from_records(records: Iterable[Any], cfg: Mapping[str, Any], source: str = "data") -> list[Row]:
+    """Rows from in-memory records, read and checked as a file's lines are (the `dataset` config's
+    column mapping, human score and limit; the same errors), record N standing for line N."""
+    columns = {name: (cfg.get("columns") or {}).get(name, name) for name in FIELDS}
+    human_column = cfg.get("human_score")
+    limit = cfg.get("limit")
+    rows: list[Row] = []
+    seen: dict[str, int] = {}
+    for number, record in enumerate(records, start=1):
+        if limit is not None and len(rows) >= limit:
+            break
+        where = f"{source}, record {number}"
+        if not isinstance(record, Mapping):
+            raise DataError(f"{where}: expected a dict (one per row), got {type(record).__name__}")
+        question = ""
+        if columns["input"] is not None:
+            if columns["input"] not in record:
+                raise DataError(
+                    f"{where}: no {columns['input']!r} field for the input; map the right column with "
+                    f"columns={{'input': ...}} (found: {', '.join(map(str, record))})"
+                )
+            question = _text(record[columns["input"]]) or ""
+            if not question.strip():
+                raise DataError(
+                    f"{where}: the input ({columns['input']!r}) is empty; every row needs a question"
+                )
+        row_id = _text(record.get(columns["id"])) or str(number)
+        if row_id in seen:
+            raise DataError(
+                f"{where}: id {row_id!r} repeats the id of record {seen[row_id]}; ids must be unique"
+            )
+        seen[row_id] = number
+        rows.append(
+            Row(
+                id=row_id,
+                input=question,
+                ground_truth=_text(record.get(columns["ground_truth"])),
+                output=_text(record.get(columns["output"])),
+                line=number,
+                extra=dict(record),
+                human=_human(dict(record), human_column, where),
+            )
+        )
+    if not rows:
+        raise DataError(f"{source} has no rows")
+    return rows

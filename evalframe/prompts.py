@@ -96,3 +96,25 @@ class PromptFile:
 
     def render(self, **variables: Any) -> list[Message]:
         return [{"role": "user", "content": self._prompts._render(self.path.name, variables)}]
+
+
+class TextTemplate:
+    """A one-line template from config (a value of the HTTP target's request body), compiled once and
+    rendered in the same sandbox; `where` names the config key in errors."""
+
+    def __init__(self, source: str, where: str):
+        self.where = where
+        env = ImmutableSandboxedEnvironment(undefined=jinja2.StrictUndefined, autoescape=False)
+        try:
+            self._template = env.from_string(source)
+        except jinja2.TemplateSyntaxError as e:
+            raise PromptError(f"{where}={source!r}: {e.message}") from None
+
+    def render(self, **variables: Any) -> str:
+        try:
+            return self._template.render(**variables)
+        except jinja2.UndefinedError as e:
+            known = ", ".join(sorted(variables)) or "none"
+            raise PromptError(f"{self.where}: {e.message}; the variables available are: {known}") from None
+        except jinja2.exceptions.SecurityError as e:
+            raise PromptError(f"{self.where}: {e}") from None

@@ -121,6 +121,7 @@ class RunResult:
     scorers: list[str]
     agreement: dict[str, dict[str, float]] = field(default_factory=dict)  # scorer -> metric -> value
     objective: Objective | None = None  # the number a sweep ranks by (objective.py); set once scored
+    run_id: str | None = None  # the MLflow run it was logged to, if it was
 
     @property
     def summaries(self) -> dict[str, ScorerSummary]:

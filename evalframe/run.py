@@ -11,7 +11,7 @@ import logging
 import math
 import sys
 from collections.abc import Coroutine, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -38,6 +38,17 @@ class Plan:
     rows: list[data.Row]
 
 
+@dataclass
+class Given:
+    """What the Python API already holds (a function as target, scorer objects, in-memory rows): used
+    instead of building it from the config, and checked the same way."""
+
+    target: Target | None = None
+    scorers: Mapping[str, Scorer] = field(default_factory=dict)
+    rows: list[data.Row] | None = None
+    source: str = "data"  # what errors call the in-memory rows
+
+
 def _build(spec: Mapping[str, Any], where: str) -> Any:
     """Build the object a config node's `_target_` names; errors say which key to fix."""
     from hydra.utils import get_class
@@ -53,24 +64,28 @@ def _build(spec: Mapping[str, Any], where: str) -> Any:
         raise ConfigError(f"{where}: {e}; check the keys of {where}") from None
 
 
-def plan(config: dict[str, Any]) -> Plan:
+def plan(config: dict[str, Any], given: Given | None = None) -> Plan:
     """Build target and scorers, check credentials, read and validate every row and prompt."""
+    given = given or Given()
     scorer_specs = config.get("scorers") or {}
     if not scorer_specs:
         raise ConfigError("no scorer selected; choose one, e.g. scorer=answer_similarity")
     scorers: dict[str, Scorer] = {}
     for name, spec in scorer_specs.items():
-        scorer = _build(spec, f"scorers.{name}")
+        scorer = given.scorers[name] if name in given.scorers else _build(spec, f"scorers.{name}")
         scorer.name = name
         scorers[name] = scorer
-    target: Target = _build(config["target"], "target")
+    target: Target = given.target if given.target is not None else _build(config["target"], "target")
     # Credentials first: a missing key is the most common mistake and costs nothing to find.
     for model in target.models():
         model.check_credentials("target.model")
     for model in {m for s in scorers.values() for m in s.models()}:
         model.check_credentials("model")
-    rows = data.load_rows(config["dataset"])
-    source = str(data.resolve_path(config["dataset"].get("path")))
+    if given.rows is not None:
+        rows, source = given.rows, given.source
+    else:
+        rows = data.load_rows(config["dataset"])
+        source = str(data.resolve_path(config["dataset"].get("path")))
     target.validate(rows, source)
     for scorer in scorers.values():
         if scorer.require_ground_truth:
@@ -181,6 +196,7 @@ def log(result: RunResult, config: dict[str, Any], results_file: Path) -> int:
             file=sys.stderr,
         )
         return EXIT_TRACKING
+    result.run_id = run_id
     report.where_to_look(tracking["uri"], experiment_id, run_id)
     return EXIT_OK
 
@@ -190,12 +206,13 @@ def evaluate(
     output_dir: Path,
     resume_from: Path | None = None,
     overrides: list[str] | None = None,
+    given: Given | None = None,
 ) -> tuple[RunResult, int]:
     """Run a resolved config end to end: plan, execute (journaling each item), gate, log, print.
 
     Returns the result and the exit code (gate, unscored rate, tracking).
     """
-    p = plan(config)
+    p = plan(config, given)
     objective = objectives.of_config(config)  # a typo in objective.metric must not cost a sweep
     gate_cfg = config.get("gate") or {}
     gate.validate(gate_cfg, list(p.scorers))
@@ -211,7 +228,7 @@ def evaluate(
     journal.start(config, len(p.rows), resume=resume_from is not None, overrides=overrides)
     todo = len(p.rows) - len(done)
     try:
-        with report.progress(todo * (len(p.scorers) + bool(p.target.models())), ctx.stats) as advance:
+        with report.progress(todo * (len(p.scorers) + p.target.reports_progress), ctx.stats) as advance:
             ctx.advance = advance
             result = run_async(execute(p, ctx, journal, done))
     except KeyboardInterrupt:

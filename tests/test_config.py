@@ -30,7 +30,7 @@ def judge(server: FakeLLMServer, *extra: str) -> list[str]:
 
 def test_every_group_has_the_options_the_docs_promise() -> None:
     assert options("dataset") == ["csv", "jsonl", "sample", "sas_squad"]
-    assert options("target") == ["dataset", "llm"]
+    assert options("target") == ["dataset", "http", "llm", "python"]
     assert options("scorer") == [
         "answer_relevancy",
         "answer_similarity",

@@ -1,0 +1,383 @@
+"""The python and http targets: from the command line and from code, against a real local HTTP service."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from evalframe import evaluate
+from evalframe.data import Row
+from evalframe.errors import ConfigError, PromptError
+from evalframe.targets import HTTPTarget, PythonTarget, extract
+from tests.conftest import compose, run_cli
+
+ROWS = [
+    {"id": "fr", "input": "What is the capital of France?", "ground_truth": "Paris", "lang": "fr"},
+    {"id": "de", "input": "What is the capital of Germany?", "ground_truth": "Berlin", "lang": "de"},
+    {"id": "it", "input": "What is the capital of Italy?", "ground_truth": "Rome", "lang": "it"},
+]
+LENIENT = ["max_unscored_rate=1"]  # tests that make items fail on purpose: no exit code 4
+CAPITALS = {"France": "Paris", "Germany": "Berlin", "Italy": "Rome"}
+
+
+def capital(question: str) -> str:
+    return next((city for country, city in CAPITALS.items() if country in question), "I do not know")
+
+
+# --- a small JSON service on 127.0.0.1 ---------------------------------------------------------------
+
+
+@dataclass
+class Call:
+    path: str
+    headers: dict[str, str]
+    body: Any
+
+
+Reply = tuple[int, Any, dict[str, str]]  # status, JSON body (or str), headers
+
+
+@dataclass
+class Service:
+    url: str
+    reply: Callable[[Call], Reply]
+    calls: list[Call] = field(default_factory=list)
+
+
+@pytest.fixture
+def service() -> Iterator[Service]:
+    """A JSON service answering `{"answer": <capital>}`; tests swap `reply` to misbehave."""
+    state = Service("", lambda call: (200, {"answer": capital(call.body["input"])}, {}))
+    lock = threading.Lock()
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            call = Call(self.path, headers, json.loads(raw or b"null"))
+            with lock:
+                state.calls.append(call)
+            status, body, headers = state.reply(call)
+            data = (body if isinstance(body, str) else json.dumps(body)).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", headers.pop("Content-Type", "application/json"))
+            self.send_header("Content-Length", str(len(data)))
+            for key, value in headers.items():
+                self.send_header(key, value)
+            self.end_headers()
+            self.wfile.write(data)
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd.daemon_threads = True
+    thread = threading.Thread(target=httpd.serve_forever, args=(0.02,), daemon=True)
+    thread.start()
+    state.url = f"http://127.0.0.1:{httpd.server_address[1]}/answer"
+    try:
+        yield state
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join()
+
+
+def run_http(tmp_path: Path, target: HTTPTarget, rows: list[dict[str, Any]] = ROWS, **options: Any) -> Any:
+    return evaluate(rows, "exact_match", target=target, output_dir=tmp_path / "run", **options)
+
+
+# --- http --------------------------------------------------------------------------------------------
+
+
+def test_http_target_posts_each_input_and_reads_the_answer(tmp_path: Path, service: Service) -> None:
+    result = run_http(tmp_path, HTTPTarget(url=service.url))
+    assert result.mean("exact_match") == 1.0
+    assert sorted(c.body["input"] for c in service.calls) == sorted(r["input"] for r in ROWS)
+    assert {c.path for c in service.calls} == {"/answer"}
+    assert list(result.items["output"]) == ["Paris", "Berlin", "Rome"]
+    step = result.result.items[0].target_step
+    assert step is not None and step.attempts == 1 and json.loads(step.raw or "") == {"answer": "Paris"}
+
+
+def test_http_body_template_nested_output_path_and_bearer_token(
+    tmp_path: Path, service: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SERVICE_TOKEN", "tok-123")
+    service.reply = lambda call: (
+        200,
+        {"choices": [{"message": {"content": capital(call.body["messages"][0]["content"])}}]},
+        {},
+    )
+    target = HTTPTarget(
+        url=service.url,
+        body={
+            "model": "mine",
+            "messages": [{"role": "user", "content": "{{ input }}"}],
+            "lang": "{{ row.lang }}",
+            "stream": False,
+        },
+        output_path="choices.0.message.content",
+        headers={"X-Team": "qa"},
+        api_key_env="SERVICE_TOKEN",
+    )
+    result = run_http(tmp_path, target)
+    assert result.mean("exact_match") == 1.0
+    first = next(c for c in service.calls if c.body["lang"] == "fr")
+    assert first.body == {
+        "model": "mine",
+        "messages": [{"role": "user", "content": ROWS[0]["input"]}],
+        "lang": "fr",
+        "stream": False,
+    }
+    assert first.headers["authorization"] == "Bearer tok-123" and first.headers["x-team"] == "qa"
+    assert "tok-123" not in (tmp_path / "run" / "results.jsonl").read_text()
+
+
+def test_rate_limits_and_server_errors_are_retried(tmp_path: Path, service: Service) -> None:
+    seen: dict[str, int] = {}
+
+    def flaky(call: Call) -> Reply:
+        n = seen[call.body["input"]] = seen.get(call.body["input"], 0) + 1
+        if n == 1:
+            return 429, {"error": "slow down"}, {"Retry-After": "0"}
+        if n == 2:
+            return 503, {"error": "busy"}, {}
+        return 200, {"answer": capital(call.body["input"])}, {}
+
+    service.reply = flaky
+    result = run_http(tmp_path, HTTPTarget(url=service.url, max_retries=2))
+    assert result.mean("exact_match") == 1.0 and len(service.calls) == 3 * 3
+    assert all(i.target_step is not None and i.target_step.attempts == 3 for i in result.result.items)
+
+
+def test_failures_leave_the_item_unscored_with_a_reason(tmp_path: Path, service: Service) -> None:
+    def broken(call: Call) -> Reply:
+        question = call.body["input"]
+        if "France" in question:
+            return 500, {"error": "boom"}, {}  # stays broken: retried, then unscored
+        if "Germany" in question:
+            return 404, {"error": "no such agent"}, {}  # not retried
+        return 200, {"result": "Rome", "meta": {}}, {}  # no `answer` key
+
+    service.reply = broken
+    result = run_http(tmp_path, HTTPTarget(url=service.url, max_retries=1), overrides=LENIENT)
+    errors = dict(zip(result.items["id"], result.items["exact_match/error"], strict=True))
+    assert "HTTP 500" in errors["fr"] and "after 2 attempt(s)" in errors["fr"]
+    assert "HTTP 404" in errors["de"] and "no such agent" in errors["de"]
+    assert "no 'answer' at the top level (keys there: result, meta)" in errors["it"]
+    assert len([c for c in service.calls if "France" in c.body["input"]]) == 2
+    assert len([c for c in service.calls if "Germany" in c.body["input"]]) == 1
+    assert result.summaries["exact_match"].unscored == 3
+    assert result.exit_code == 0  # max_unscored_rate=1 allows it
+
+
+def test_a_plain_text_service_and_a_non_json_reply(tmp_path: Path, service: Service) -> None:
+    service.reply = lambda call: (200, capital(call.body["input"]), {"Content-Type": "text/plain"})
+    text = run_http(tmp_path / "a", HTTPTarget(url=service.url, output_path=None))
+    assert text.mean("exact_match") == 1.0
+    strict = run_http(tmp_path / "b", HTTPTarget(url=service.url), overrides=LENIENT)
+    assert "the reply is not JSON (text/plain)" in strict.items["exact_match/error"][0]
+    assert "output_path=null" in strict.items["exact_match/error"][0]
+
+
+def test_timeouts_are_retried_then_reported(tmp_path: Path, service: Service) -> None:
+    def slow(call: Call) -> Reply:
+        time.sleep(0.5)
+        return 200, {"answer": "late"}, {}
+
+    service.reply = slow
+    target = HTTPTarget(url=service.url, timeout=0.1, max_retries=1)
+    result = run_http(tmp_path, target, rows=ROWS[:1], overrides=LENIENT)
+    assert "no reply from" in result.items["exact_match/error"][0]
+    assert "target.timeout=0.1" in result.items["exact_match/error"][0]
+    assert len(service.calls) == 2
+
+
+def test_a_refused_credential_stops_the_run(tmp_path: Path, service: Service) -> None:
+    service.reply = lambda call: (401, {"error": "bad token"}, {})
+    with pytest.raises(ConfigError, match=r"refused the request \(HTTP 401.*target\.api_key_env"):
+        run_http(tmp_path, HTTPTarget(url=service.url))
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"url": "localhost:8000/answer"}, r"not an http\(s\) URL"),
+        ({"url": "ftp://example.org/x"}, r"not an http\(s\) URL"),
+        ({"url": "http://127.0.0.1:1/x", "method": "GET"}, "use POST, PUT or PATCH"),
+    ],
+)
+def test_bad_http_settings_are_config_errors(options: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        HTTPTarget(**options)
+
+
+def test_http_errors_found_before_any_request(tmp_path: Path, service: Service) -> None:
+    with pytest.raises(ConfigError, match="NO_SUCH_TOKEN is not set"):
+        run_http(tmp_path, HTTPTarget(url=service.url, api_key_env="NO_SUCH_TOKEN"))
+    with pytest.raises(PromptError, match=r"target\.body\.q: .*'dict object' has no attribute 'topic'"):
+        run_http(tmp_path, HTTPTarget(url=service.url, body={"q": "{{ row.topic }}"}))
+    with pytest.raises(PromptError, match=r"target\.body\.q="):
+        HTTPTarget(url=service.url, body={"q": "{{ input "})
+    assert service.calls == []
+
+
+def test_output_path_walks_objects_and_lists() -> None:
+    reply = {"choices": [{"message": {"content": "hi"}}], "n": 1}
+    assert extract(reply, "choices.0.message.content") == "hi"
+    assert extract(reply, None) == reply
+    with pytest.raises(Exception, match="a list of 1 at choices, and '3' is not an index"):
+        extract(reply, "choices.3.message")
+    with pytest.raises(Exception, match="has int 1 at n, not an object"):
+        extract(reply, "n.value")
+
+
+# --- python -----------------------------------------------------------------------------------------
+
+
+def test_python_target_exceptions_none_and_non_string_answers(tmp_path: Path) -> None:
+    def agent(question: str) -> Any:
+        if "France" in question:
+            raise RuntimeError("the agent fell over")
+        if "Germany" in question:
+            return None
+        return {"city": "Rome"}
+
+    result = evaluate(ROWS, "exact_match", target=agent, output_dir=tmp_path, overrides=LENIENT)
+    items = result.items.set_index("id")
+    assert "agent raised RuntimeError: the agent fell over at " in items.loc["fr", "exact_match/error"]
+    raised_at = agent.__code__.co_firstlineno + 2  # the `raise` line
+    assert items.loc["fr", "exact_match/error"].endswith(f"test_targets.py:{raised_at}")
+    assert "returned None; return the answer" in items.loc["de", "exact_match/error"]
+    assert items.loc["it", "output"] == '{"city": "Rome"}'  # JSON text, as non-string data values
+    assert pd.isna(items.loc["it", "exact_match/error"])
+    assert result.summaries["exact_match"].unscored == 2
+
+
+def test_python_target_pass_row_and_timeout(tmp_path: Path) -> None:
+    def by_language(question: str, row: dict[str, Any]) -> str:
+        if row["lang"] == "it":
+            time.sleep(1)
+        return {"fr": "Paris", "de": "Berlin"}.get(row["lang"], "?")
+
+    target = PythonTarget(by_language, pass_row=True, timeout=0.3)
+    result = evaluate(ROWS, "exact_match", target=target, output_dir=tmp_path, overrides=LENIENT)
+    items = result.items.set_index("id")
+    assert items.loc["fr", "exact_match/score"] == 1.0 and items.loc["de", "exact_match/score"] == 1.0
+    assert "did not return within target.timeout=0.3 s" in items.loc["it", "exact_match/error"]
+
+
+def test_python_target_signature_and_path_are_checked_up_front(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"called as fn\(input\), or as fn\(input, row\) with target"):
+        PythonTarget(lambda: "x")
+    with pytest.raises(ConfigError, match=r"called as fn\(input, row\)"):
+        PythonTarget(capital, pass_row=True)
+    with pytest.raises(ConfigError, match=r"cannot import 'no_such_module'.*PYTHONPATH"):
+        PythonTarget("no_such_module:answer")
+    with pytest.raises(ConfigError, match=r"'tests\.test_targets' has no 'nope'"):
+        PythonTarget("tests.test_targets:nope")
+    with pytest.raises(ConfigError, match="is a list, not a function"):
+        PythonTarget("tests.test_targets:ROWS")
+    with pytest.raises(ConfigError, match="name a function as module:function"):
+        PythonTarget("answer")
+    assert PythonTarget("tests.test_targets.capital").fn is capital
+    assert PythonTarget("tests.test_targets:capital").name == "tests.test_targets:capital"
+
+
+def test_every_target_option_composes() -> None:
+    python = compose(["target=python", "target.fn=mypkg.agent:answer"])["target"]
+    assert python == {
+        "_target_": "evalframe.targets.PythonTarget",
+        "fn": "mypkg.agent:answer",
+        "pass_row": False,
+        "timeout": None,
+    }
+    http = compose(["target=http", "target.url=http://127.0.0.1:9/a", "target.output_path=choices.0.text"])
+    assert http["target"]["body"] is None and http["target"]["method"] == "POST"
+    assert http["target"]["output_path"] == "choices.0.text"
+    HTTPTarget(**{k: v for k, v in http["target"].items() if k != "_target_"})  # the YAML's keys build it
+
+
+def test_the_readmes_http_body_override() -> None:
+    chat = compose(
+        [
+            "target=http",
+            "target.url=https://api.example.com/v1/chat",
+            'target.body={model: my-agent, messages: [{role: user, content: "{{ input }}"}], '
+            'user: "{{ row.id }}"}',
+        ]
+    )["target"]
+    target = HTTPTarget(**{k: v for k, v in chat.items() if k != "_target_"})
+    row = Row("q1", "Capital of France?", None, None, 1, {"id": "q1"})
+    assert target.request_body(row) == {
+        "model": "my-agent",
+        "messages": [{"role": "user", "content": "Capital of France?"}],
+        "user": "q1",
+    }
+
+
+# --- from the command line --------------------------------------------------------------------------
+
+AGENT = """
+import asyncio
+
+
+async def answer(question):
+    await asyncio.sleep(0)
+    return {"France": "Paris", "Germany": "Berlin"}.get(question.split()[-1].rstrip("?"), "?")
+"""
+
+
+@pytest.mark.slow
+def test_cli_python_target_imports_the_users_module_from_pythonpath(tmp_path: Path) -> None:
+    code = tmp_path / "code" / "mypkg"
+    code.mkdir(parents=True)
+    (code / "__init__.py").write_text("")
+    (code / "agent.py").write_text(AGENT)
+    data = tmp_path / "qa.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in ROWS))
+    args = ["dataset=jsonl", f"dataset.path={data}", "scorer=exact_match", "tracking=none", *LENIENT]
+    path = os.pathsep.join([str(tmp_path / "code"), os.environ.get("PYTHONPATH", "")])
+    ok = run_cli([*args, "target=python", "target.fn=mypkg.agent:answer"], tmp_path, {"PYTHONPATH": path})
+    assert ok.returncode == 0, ok.stderr
+    [saved] = tmp_path.glob("outputs/*/*/results.jsonl")
+    outputs = {i["id"]: i["output"] for i in map(json.loads, saved.read_text().splitlines())}
+    assert outputs == {"fr": "Paris", "de": "Berlin", "it": "?"}
+
+    bad = run_cli([*args, "target=python", "target.fn=mypkg.agent:answr"], tmp_path, {"PYTHONPATH": path})
+    assert bad.returncode == 2 and "'mypkg.agent' has no 'answr'" in bad.stderr
+    missing = run_cli([*args, "target=python"], tmp_path)
+    assert missing.returncode == 2 and "target.fn is required" in missing.stderr
+
+
+@pytest.mark.slow
+def test_cli_http_target(tmp_path: Path, service: Service) -> None:
+    service.reply = lambda call: (200, {"answer": capital(call.body["question"])}, {})
+    data = tmp_path / "qa.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in ROWS))
+    result = run_cli(
+        [
+            "dataset=jsonl",
+            f"dataset.path={data}",
+            "scorer=exact_match",
+            "tracking=none",
+            "target=http",
+            f"target.url={service.url}",
+            "target.body={question: '{{ input }}', lang: '{{ row.lang }}'}",
+            "target.output_path=answer",
+        ],
+        tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    assert sorted(c.body["lang"] for c in service.calls) == ["de", "fr", "it"]
