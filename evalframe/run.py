@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from evalframe import data, gate, redaction, report
+from evalframe import data, gate, html_report, redaction, report
 from evalframe.cache import Cache
 from evalframe.data import Row
 from evalframe.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_TRACKING, ConfigError, EvalframeError
@@ -223,6 +223,7 @@ def evaluate(
     journal.finish({name: s.mean for name, s in result.summaries.items()})
     with_agreement(result, config)
     report.summary(result, journal.path, ctx.stats)
+    html_report.write_run_report(result, journal.directory, run_name(config))
     code, checks = gate.evaluate(result, gate_cfg, float(config.get("max_unscored_rate", 0.1)))
     report.gate(code, checks)
     logged = log(result, config, journal.path)

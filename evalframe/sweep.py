@@ -35,13 +35,16 @@ class SweepCallback(Callback):
         )
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        from evalframe import report
+        from evalframe import html_report, report
 
         rows = []
         for manifest in sorted(Path(config.hydra.sweep.dir).glob("*/run.json")):
             data = json.loads(manifest.read_text())
             rows.append((manifest.parent.name, data.get("overrides", []), data.get("means", {})))
         report.sweep(rows)
+        html_report.write_sweep_report(
+            Path(config.hydra.sweep.dir), os.environ.get(PARENT_RUN), OmegaConf.select(config, "tracking.uri")
+        )
         parent = os.environ.pop(PARENT_RUN, None)
         if parent:
             from evalframe import tracking as mlflow_tracking
