@@ -236,9 +236,11 @@ def run_report(result: RunResult, title: str, max_items: int = MAX_TABLE_ITEMS) 
     return Report(_page(title, meta, sections), plots)
 
 
-def write_run_report(result: RunResult, directory: Path, title: str) -> list[Path]:
+def write_run_report(
+    result: RunResult, directory: Path, title: str, max_items: int = MAX_TABLE_ITEMS
+) -> list[Path]:
     """report.html and plots/<scorer>_histogram.png in the run directory (next to results.jsonl)."""
-    return run_report(result, title).write(directory, REPORT)
+    return run_report(result, title, max_items).write(directory, REPORT)
 
 
 # ---------------------------------------------------------------- sweep report

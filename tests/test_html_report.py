@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -100,7 +101,9 @@ def test_write_run_report_writes_the_page_and_the_pngs(tmp_path: Path) -> None:
     assert (tmp_path / "plots" / "answer_similarity_histogram.png").read_bytes().startswith(PNG)
 
 
-def _job(sweep: Path, name: str, overrides: list[str], means: dict[str, float], **extra: object) -> None:
+def _job(
+    sweep: Path, name: str, overrides: list[str], means: Mapping[str, float | None], **extra: object
+) -> None:
     (sweep / name).mkdir(parents=True)
     manifest = {"status": "finished", "overrides": overrides, "means": means, **extra}
     (sweep / name / "run.json").write_text(json.dumps(manifest))
