@@ -187,10 +187,8 @@ def _score_cell(item: ItemResult, scorer: str) -> list[str]:
 
 
 def _items(result: RunResult, max_items: int) -> str:
-    headers = ["id", "input", "output", "ground truth"]
-    if any(i.human is not None for i in result.items):
-        headers.append("human")
-    human = len(headers) == 5
+    human = any(i.human is not None for i in result.items)  # a person's score, when the dataset has one
+    headers = ["id", "input", "output", "ground truth", *(["human"] if human else [])]
     for name in result.scorers:
         headers += [f"{name} score", f"{name} reason"]
     shown = result.items[:max_items]

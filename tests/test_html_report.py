@@ -88,8 +88,11 @@ def test_long_texts_fold_and_big_runs_cap_the_table_with_a_note() -> None:
 def test_agreement_with_people_is_in_the_summary() -> None:
     result = _result()
     result.agreement = {"answer_similarity": {"n": 3.0, "spearman": 0.75, "kappa": 0.5}}
+    result.items[0].human = 0.5
     html = html_report.run_report(result, "with people").html
     assert "human spearman" in html and "0.750" in html
+    assert "<th>human</th>" in html and '<td class="num">0.50</td>' in html
+    assert "<th>human</th>" not in html_report.run_report(_result(), "no people").html
 
 
 def test_write_run_report_writes_the_page_and_the_pngs(tmp_path: Path) -> None:
