@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from evalframe import data, gate, redaction, report
+from evalframe import data, gate, html_report, redaction, report
 from evalframe import objective as objectives
 from evalframe.cache import Cache
 from evalframe.data import Row
@@ -243,6 +243,7 @@ def evaluate(
     result.objective = objectives.measure(objective, result.metrics())
     journal.finish({name: s.mean for name, s in result.summaries.items()}, result.objective)
     report.summary(result, journal.path, ctx.stats)
+    html_report.write_run_report(result, journal.directory, run_name(config))
     code, checks = gate.evaluate(result, gate_cfg, float(config.get("max_unscored_rate", 0.1)))
     report.gate(code, checks)
     logged = log(result, config, journal.path)

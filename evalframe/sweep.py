@@ -153,7 +153,7 @@ class SweepCallback(Callback):
         )
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        from evalframe import report
+        from evalframe import html_report, report
 
         sweep_dir = Path(config.hydra.sweep.dir)
         jobs = read_jobs(sweep_dir)
@@ -163,6 +163,9 @@ class SweepCallback(Callback):
         best = best_of(sweep_dir, jobs, objective, swept)
         report.sweep(jobs, swept, objective)
         report.best(best, objective)
+        html_report.write_sweep_report(
+            sweep_dir, os.environ.get(PARENT_RUN), OmegaConf.select(config, "tracking.uri")
+        )
         parent = os.environ.pop(PARENT_RUN, None)
         if parent:
             from evalframe import tracking as mlflow_tracking

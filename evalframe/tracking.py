@@ -9,12 +9,14 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from evalframe import html_report
 from evalframe.redaction import redact, redact_overrides
-from evalframe.results import RunResult
+from evalframe.results import ItemResult, RunResult
 
 # MLflow retries an unreachable server 7 times with doubling waits (minutes); fail within seconds instead:
 # the results are already on disk, and `log_run=DIR` logs them later.
@@ -22,6 +24,10 @@ os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "3")
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
 os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")  # not "Creating initial MLflow database tables..."
+
+# Items traced per run unless tracking.max_traces says otherwise: MLflow's store takes 45-70 ms per
+# trace on SQLite (bench/bench_report.py), so 200 add 10-15 s to a run; items.json holds every item.
+MAX_TRACES = 200
 
 
 def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
@@ -123,7 +129,111 @@ def log_run(
         mlflow.log_text(prompts_log(result), "prompts.jsonl")
         mlflow.log_text(reasons_report(result), "reasons.md")
         mlflow.log_artifact(str(results_file))
+        log_report(result, results_file.parent, run_name)
+        tracking = config.get("tracking") or {}
+        if tracking.get("traces", True):
+            try:
+                log_traces(result, config, tracking.get("max_traces", MAX_TRACES))
+            except Exception as e:  # the run, its table and its report are logged: say what is missing
+                print(
+                    f"warning: per-item MLflow traces were not logged ({type(e).__name__}: {str(e)[:300]}); "
+                    "items.json has every item. tracking.traces=false turns them off",
+                    file=sys.stderr,
+                )
         return run.info.experiment_id, run.info.run_id
+
+
+def log_report(result: RunResult, run_dir: Path, title: str) -> None:
+    """report.html and plots/ of the active run. The run normally wrote them into its directory
+    already; a run logged later (`log_run=DIR`) from an older directory gets them built here."""
+    import mlflow
+
+    if not (run_dir / html_report.REPORT).is_file():
+        html_report.write_run_report(result, run_dir, title)
+    mlflow.log_artifact(str(run_dir / html_report.REPORT))
+    if (run_dir / html_report.PLOTS).is_dir():
+        mlflow.log_artifacts(str(run_dir / html_report.PLOTS), html_report.PLOTS)
+
+
+def _sources(config: Mapping[str, Any]) -> dict[str, Any]:
+    """Who gave each scorer's verdict: the judge model for LLM scorers, evalframe's code otherwise."""
+    from mlflow.entities import AssessmentSource, AssessmentSourceType
+
+    sources = {}
+    for name, spec in (config.get("scorers") or {}).items():
+        model = (spec.get("model") or {}).get("name") if isinstance(spec, Mapping) else None
+        sources[name] = (
+            AssessmentSource(source_type=AssessmentSourceType.LLM_JUDGE, source_id=str(model))
+            if model
+            else AssessmentSource(source_type=AssessmentSourceType.CODE, source_id=f"evalframe.{name}")
+        )
+    return sources
+
+
+def _assessments(item: ItemResult, sources: Mapping[str, Any]) -> list[Any]:
+    """An item's verdicts as MLflow assessments: one feedback per scorer (score and reason; an
+    unscored item is a feedback with an error, not a 0), the ground truth and a person's score as
+    expectations."""
+    from mlflow.entities import AssessmentError, AssessmentSource, AssessmentSourceType, Expectation, Feedback
+
+    dataset = AssessmentSource(source_type=AssessmentSourceType.HUMAN, source_id="dataset")
+    out: list[Any] = []
+    if item.ground_truth is not None:
+        out.append(Expectation(name="ground_truth", value=item.ground_truth, source=dataset))
+    if item.human is not None:
+        out.append(Expectation(name="human_score", value=item.human, source=dataset))
+    for name, r in item.scores.items():
+        source = sources.get(name) or AssessmentSource(source_type=AssessmentSourceType.CODE, source_id=name)
+        if r.scored:
+            out.append(Feedback(name=name, value=r.score, rationale=r.reason, source=source))
+        else:
+            error = AssessmentError(error_code="UNSCORED", error_message=r.error or r.reason)
+            out.append(Feedback(name=name, error=error, rationale=r.reason, source=source))
+    return out
+
+
+def log_traces(result: RunResult, config: Mapping[str, Any], limit: int | None) -> int:
+    """One MLflow trace per item, linked to the active run, carrying its scores and reasons as
+    assessments: MLflow's "Evaluation runs" page then shows, for each input, the verdicts of two
+    runs side by side. Returns how many items were traced (the first `limit`; None = all).
+
+    Each trace goes out as one span batch and one trace record with its assessments attached, on
+    MLflow's background export queue; logging each assessment with mlflow.log_feedback instead
+    would add one request per scorer and item. Attaching them relies on MLflow's in-memory trace
+    manager (mlflow is pinned exactly, and the UI test reads the assessments back).
+    """
+    import mlflow
+    from mlflow.tracing.trace_manager import InMemoryTraceManager
+
+    manager = InMemoryTraceManager.get_instance()
+    sources = _sources(config)
+    items = result.items if limit is None else result.items[: int(limit)]
+    for item in items:
+        with mlflow.start_span(name="evalframe.item", span_type="EVALUATOR") as span:
+            span.set_inputs({"input": item.input})
+            span.set_outputs(item.output)
+            with manager.get_trace(span.trace_id) as trace:
+                if trace is not None:
+                    trace.info.tags["evalframe.item_id"] = item.id
+                    trace.info.assessments.extend(_assessments(item, sources))
+    mlflow.flush_trace_async_logging()  # before the run ends, and so a later read sees every trace
+    if len(items) < len(result.items):
+        print(
+            f"MLflow traces: the first {len(items)} of {len(result.items)} items "
+            "(tracking.max_traces; every item is in items.json)",
+            file=sys.stderr,
+        )
+    return len(items)
+
+
+def log_files(uri: str, run_id: str, base: Path, files: list[Path]) -> None:
+    """Log files to an existing run (the sweep's parent), keeping their paths relative to `base`."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(uri)
+    for path in files:
+        folder = path.parent.relative_to(base).as_posix()
+        client.log_artifact(run_id, str(path), None if folder == "." else folder)
 
 
 def start_parent(uri: str, experiment: str, name: str, overrides: list[str]) -> str:

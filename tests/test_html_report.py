@@ -1,0 +1,213 @@
+"""The HTML/PNG report of a run and of a sweep, and what log_run puts in MLflow for people to see."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+
+from evalframe import html_report
+from evalframe.results import ItemResult, RunResult, ScoreResult
+from evalframe.testserver import FakeLLMServer
+from tests.conftest import fake_model, run_cli
+
+PNG = b"\x89PNG\r\n\x1a\n"
+HOSTILE = "<script>alert('x')</script>"
+
+
+def _item(i: int, score: float, output: str = "Paris", error: str | None = None) -> ItemResult:
+    result = (
+        ScoreResult.unscored(error) if error else ScoreResult(score=score, reason=f"reason {i}: {output}")
+    )
+    return ItemResult(
+        id=f"q{i}",
+        input=f"question {i}",
+        ground_truth="Paris",
+        output=output,
+        scores={"answer_similarity": result},
+    )
+
+
+def _result(n: int = 4) -> RunResult:
+    items = [_item(i, i / max(n - 1, 1)) for i in range(n)]
+    items[1] = _item(1, 0.0, output=HOSTILE)
+    items[2] = _item(2, math.nan, error="judge reply invalid after 3 attempts")
+    return RunResult(items=items, scorers=["answer_similarity"])
+
+
+def _rows(html: str) -> int:
+    items_table = html.split("<h2>Items", 1)[1]
+    return items_table.count("<tr>") - 1  # minus the header row
+
+
+def test_the_run_report_has_summary_histogram_and_every_item() -> None:
+    report = html_report.run_report(_result(), "my run")
+    html = report.html
+    assert "<h2>Summary</h2>" in html and "answer_similarity" in html
+    assert _rows(html) == 4
+    for i in range(4):
+        assert f"question {i}" in html
+    # Unscored is shown as such, with its error, never as a 0.
+    assert '<td class="num unscored">unscored</td>' in html
+    assert "judge reply invalid after 3 attempts" in html
+    # One histogram per scorer, as a PNG file and embedded in the page.
+    assert list(report.plots) == ["answer_similarity_histogram.png"]
+    png = report.plots["answer_similarity_histogram.png"]
+    assert png.startswith(PNG)
+    assert html.count('src="data:image/png;base64,') == 1
+
+
+def test_dataset_text_is_escaped_and_the_page_needs_no_network() -> None:
+    html = html_report.run_report(_result(), f"run {HOSTILE}").html
+    assert "<script" not in html.lower()
+    assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in html
+    # Self-contained: no external stylesheet, script, font or image.
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", html)
+    assert "<link" not in html and "@import" not in html
+
+
+def test_long_texts_fold_and_big_runs_cap_the_table_with_a_note() -> None:
+    long = "word " * 200
+    result = RunResult(
+        items=[_item(i, 0.5, output=long) for i in range(7)],
+        scorers=["answer_similarity"],
+    )
+    html = html_report.run_report(result, "big", max_items=3).html
+    assert _rows(html) == 3
+    assert "The table shows the first 3 of 7 items" in html
+    assert "results.jsonl" in html and "items.json" in html
+    assert f"<summary>all {len(long)} characters</summary>" in html
+    # The summary still covers all 7.
+    assert re.search(r'<td class="num">7</td>', html)
+
+
+def test_agreement_with_people_is_in_the_summary() -> None:
+    result = _result()
+    result.agreement = {"answer_similarity": {"n": 3.0, "spearman": 0.75, "kappa": 0.5}}
+    result.items[0].human = 0.5
+    html = html_report.run_report(result, "with people").html
+    assert "human spearman" in html and "0.750" in html
+    assert "<th>human</th>" in html and '<td class="num">0.50</td>' in html
+    assert "<th>human</th>" not in html_report.run_report(_result(), "no people").html
+
+
+def test_write_run_report_writes_the_page_and_the_pngs(tmp_path: Path) -> None:
+    written = html_report.write_run_report(_result(), tmp_path, "run")
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in written) == [
+        "plots/answer_similarity_histogram.png",
+        "report.html",
+    ]
+    assert (tmp_path / "plots" / "answer_similarity_histogram.png").read_bytes().startswith(PNG)
+
+
+def _job(
+    sweep: Path, name: str, overrides: list[str], means: Mapping[str, float | None], **extra: object
+) -> None:
+    (sweep / name).mkdir(parents=True)
+    manifest = {"status": "finished", "overrides": overrides, "means": means, **extra}
+    (sweep / name / "run.json").write_text(json.dumps(manifest))
+
+
+def test_the_sweep_report_charts_the_objective_against_each_swept_weight(tmp_path: Path) -> None:
+    base = ["scorer=answer_similarity", "model=gpt"]
+    _job(tmp_path, "0", [*base, "penalties.missing=0.05", "penalties=strict"], {"answer_similarity": 0.8})
+    _job(tmp_path, "1", [*base, "penalties.missing=0.3", "penalties=strict"], {"answer_similarity": 0.6})
+    _job(tmp_path, "2", [*base, "penalties.missing=0.05", "penalties=lenient"], {"answer_similarity": 0.9})
+    _job(tmp_path, "3", [*base, "penalties.missing=0.3", "penalties=lenient"], {"answer_similarity": None})
+    written = html_report.write_sweep_report(tmp_path)
+    names = sorted(p.relative_to(tmp_path).as_posix() for p in written)
+    # Constant overrides (scorer, model) are not swept; a categorical value gets its own chart too.
+    assert names == [
+        "plots/objective_vs_penalties.missing.png",
+        "plots/objective_vs_penalties.png",
+        "sweep.html",
+    ]
+    html = (tmp_path / "sweep.html").read_text()
+    assert "answer_similarity/mean (maximize)" in html
+    assert html.count('src="data:image/png;base64,') == 2
+    # Best first; the job without a value last.
+    order = re.findall(r"<tr><td>(\d)</td>", html)
+    assert order == ["2", "0", "1", "3"]
+
+
+def test_the_sweep_report_uses_the_declared_objective(tmp_path: Path) -> None:
+    def objective(value: float) -> dict[str, object]:
+        return {"metric": "answer_similarity/mae", "value": value, "direction": "minimize"}
+
+    means = {"answer_similarity": 0.5}
+    _job(tmp_path, "0", ["penalties.missing=0.05"], means, objective=objective(0.4))
+    _job(tmp_path, "1", ["penalties.missing=0.3"], means, objective=objective(0.1))
+    jobs, found = html_report.read_jobs(tmp_path)
+    assert (found.metric, found.direction) == ("answer_similarity/mae", "minimize")
+    assert [j.objective for j in jobs] == [0.4, 0.1]
+    html = html_report.sweep_report(jobs, found, "sweep").html
+    assert re.findall(r"<tr><td>(\d)</td>", html) == ["1", "0"]  # lower is better
+
+
+def test_a_sweep_without_finished_jobs_writes_nothing(tmp_path: Path) -> None:
+    assert html_report.write_sweep_report(tmp_path) == []
+    assert not (tmp_path / "sweep.html").exists()
+
+
+def test_log_run_logs_the_report_and_one_trace_per_item_with_assessments(tmp_path: Path) -> None:
+    from mlflow.tracking import MlflowClient
+
+    from evalframe import tracking
+
+    results = tmp_path / "run" / "results.jsonl"
+    results.parent.mkdir()
+    results.write_text("{}\n")
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    config = {
+        "scorers": {"answer_similarity": {"model": {"name": "openai/gpt-4o-mini"}}},
+        "tracking": {"traces": True, "max_traces": 3},
+    }
+    experiment_id, run_id = tracking.log_run(
+        _result(5),
+        config,
+        uri=uri,
+        experiment="report",
+        run_name="r",
+        tags={},
+        results_file=results,
+    )
+    client = MlflowClient(uri)
+    artifacts = {a.path for a in client.list_artifacts(run_id)}
+    assert {"report.html", "plots", "items.json"} <= artifacts
+    assert [a.path for a in client.list_artifacts(run_id, "plots")] == [
+        "plots/answer_similarity_histogram.png"
+    ]
+    page = Path(client.download_artifacts(run_id, "report.html", str(tmp_path / "dl"))).read_text()
+    assert "question 4" in page  # the page of all 5 items
+
+    traces = client.search_traces(locations=[experiment_id], run_id=run_id, max_results=50)
+    assert len(traces) == 3  # tracking.max_traces
+    by_input = {json.loads(t.info.request_preview)["input"]: t for t in traces}
+    assert set(by_input) == {"question 0", "question 1", "question 2"}
+    hostile = {a.name: a for a in by_input["question 1"].info.assessments}
+    assert hostile["answer_similarity"].value == 0.0
+    assert hostile["answer_similarity"].rationale == f"reason 1: {HOSTILE}"
+    assert hostile["answer_similarity"].source.source_id == "openai/gpt-4o-mini"
+    assert hostile["ground_truth"].value == "Paris"
+    unscored = {a.name: a for a in by_input["question 2"].info.assessments}["answer_similarity"]
+    assert unscored.value is None and unscored.error is not None
+    assert "judge reply invalid" in (unscored.error.error_message or "")
+
+
+@pytest.mark.slow
+def test_a_run_without_mlflow_still_writes_its_report(judge_server: FakeLLMServer, tmp_path: Path) -> None:
+    result = run_cli(
+        ["scorer=answer_similarity", *fake_model(judge_server), "dataset.limit=3", "tracking=none"],
+        cwd=tmp_path,
+        env={"OPENAI_API_KEY": "sk-x"},
+    )
+    assert result.returncode == 0, result.stderr
+    [page] = list((tmp_path / "outputs").rglob("report.html"))
+    assert (page.parent / "results.jsonl").is_file()
+    assert (page.parent / "plots" / "answer_similarity_histogram.png").read_bytes().startswith(PNG)
+    assert _rows(page.read_text()) == 3
+    assert not (tmp_path / "mlflow.db").exists()

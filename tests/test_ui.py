@@ -1,0 +1,246 @@
+"""What a person sees: a real `mlflow server` (SQLite store), a real sweep logged to it, and the MLflow
+UI rendered by headless Chromium (selenium + chromedriver): the compare page shows the child runs and
+the swept values, and the "Evaluation runs" page shows one input's scores and reasons from two runs
+side by side. Screenshots go to test-artifacts/ for a person to look at."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evalframe.testserver import FakeLLMServer
+from tests.conftest import fake_model, run_cli
+from tests.system_packages import ensure
+
+pytestmark = pytest.mark.slow
+
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+WAIT = 90  # seconds for a page to render: two cores shared with the server and the sweep
+
+
+@pytest.fixture(scope="session")
+def chromium() -> None:
+    ensure(["chromium", "chromium-driver"], [CHROMIUM, CHROMEDRIVER])
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """`mlflow server` on 127.0.0.1 with a SQLite store and local artifacts; always killed after."""
+    root = tmp_path_factory.mktemp("mlflow-server")
+    port = _free_port()
+    command = [
+        *(sys.executable, "-m", "mlflow", "server"),
+        *("--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}"),
+        *("--artifacts-destination", str(root / "artifacts")),
+        *("--host", "127.0.0.1", "--port", str(port), "--workers", "1"),
+    ]
+    # Without the variable LiteLLM (which the server loads) fetches its price list and hangs offline.
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "MLFLOW_DISABLE_TELEMETRY": "true"}
+    log = (root / "server.log").open("w")
+    server = subprocess.Popen(
+        command, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/health", timeout=5) as reply:
+                    if reply.status == 200:
+                        break
+            except OSError:
+                pass
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"mlflow server did not start:\n{(root / 'server.log').read_text()[-3000:]}"
+                )
+            time.sleep(0.5)
+        yield url
+    finally:
+        # The server forks workers: end its whole process group (which we created), then wait.
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+        log.close()
+
+
+@pytest.fixture
+def browser(chromium: None) -> Iterator[Any]:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    profile = tempfile.mkdtemp(prefix="chromium-")
+    for arg in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={profile}",
+        "--window-size=2000,1100",
+    ):
+        options.add_argument(arg)
+    # The driver's path is given, so selenium never tries to download one.
+    driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def _wait_for_text(driver: Any, *texts: str) -> str:
+    """The page's visible text once every one of `texts` is on it (the UI renders asynchronously)."""
+    from selenium.common.exceptions import TimeoutException
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    def body() -> str:
+        return str(driver.find_element(By.TAG_NAME, "body").text)
+
+    try:
+        WebDriverWait(driver, WAIT).until(lambda d: all(t in body() for t in texts))
+    except TimeoutException:
+        ARTIFACTS.mkdir(exist_ok=True)
+        driver.save_screenshot(str(ARTIFACTS / "failed.png"))
+        missing = [t for t in texts if t not in body()]
+        raise AssertionError(f"not on the page after {WAIT}s: {missing}\n{body()[:2000]}") from None
+    return body()
+
+
+def _click(driver: Any, element: Any) -> None:
+    """A real pointer click: the UI's tabs react to pointer events, not to element.click() from script."""
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center', inline: 'center'})", element)
+    ActionChains(driver).move_to_element(element).click().perform()
+
+
+def _close_assistant(driver: Any, url: str) -> None:
+    """The UI opens its chat assistant on first load, over a third of the page: remember it closed."""
+    driver.get(url)
+    driver.execute_script(
+        "localStorage.setItem('mlflow.assistant.fab.autoOpenedOnFirstLoad_v1', 'true');"
+        "localStorage.setItem('mlflow.assistant.panelOpen_v1', 'false');"
+    )
+
+
+def test_a_sweep_as_a_person_sees_it_in_the_mlflow_ui(
+    judge_server: FakeLLMServer, mlflow_server: str, browser: Any, tmp_path: Path
+) -> None:
+    from mlflow.tracking import MlflowClient
+    from selenium.webdriver.common.by import By
+
+    # semantic_threshold changes the score of partly matching answers: the two runs disagree on items.
+    result = run_cli(
+        [
+            "-m",
+            "scorer=answer_similarity",
+            *fake_model(judge_server),
+            "dataset.limit=4",
+            "penalties.semantic_threshold=0.6,0.9",
+            f"tracking.uri={mlflow_server}",
+            "tracking.experiment=ui",
+        ],
+        cwd=tmp_path,
+        env={"OPENAI_API_KEY": "sk-x"},
+    )
+    assert result.returncode == 0, result.stderr
+
+    client = MlflowClient(mlflow_server)
+    experiment = client.get_experiment_by_name("ui")
+    assert experiment is not None
+    runs = client.search_runs([experiment.experiment_id])
+    [parent] = [r for r in runs if r.data.tags.get("evalframe.sweep") == "true"]
+    children = sorted(
+        (r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id),
+        key=lambda r: float(r.data.params["penalties.semantic_threshold"]),
+    )
+    assert [c.data.params["penalties.semantic_threshold"] for c in children] == ["0.6", "0.9"]
+
+    # The run's report is an artifact, with the items in it; the sweep's page is on the parent run.
+    page = Path(client.download_artifacts(children[0].info.run_id, "report.html", str(tmp_path / "dl")))
+    html = page.read_text()
+    assert "What is the capital of France?" in html and "<h2>Items (4)</h2>" in html
+    assert "sweep.html" in {a.path for a in client.list_artifacts(parent.info.run_id)}
+    assert [a.path for a in client.list_artifacts(parent.info.run_id, "plots")] == [
+        "plots/objective_vs_penalties.semantic_threshold.png"
+    ]
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    ids = [c.info.run_id for c in children]
+    _close_assistant(browser, mlflow_server)
+    experiment_id = experiment.experiment_id
+
+    # 1. The compare page: both child runs, the swept parameter and its two values.
+    browser.get(
+        f"{mlflow_server}/#/compare-runs?runs={json.dumps(ids)}&experiments={json.dumps([experiment_id])}"
+    )
+    text = _wait_for_text(browser, "Comparing 2 Runs", *ids, children[0].info.run_name)
+    lines = text.splitlines()
+    assert any(line.split() == ["penalties.semantic_threshold", "0.6", "0.9"] for line in lines), text[:3000]
+    browser.save_screenshot(str(ARTIFACTS / "compare.png"))
+
+    # 2. Per item: "Evaluation runs", one run compared to another, one row per input with both scores.
+    base = f"{mlflow_server}/#/experiments/{experiment_id}/evaluation-runs"
+    browser.get(f"{base}?selectedRunUuid={ids[0]}&compareToRunUuid={ids[1]}")
+    _wait_for_text(
+        browser, "Comparing", "What is the capital of France?", "At what temperature does water boil"
+    )
+    browser.save_screenshot(str(ARTIFACTS / "evaluation_runs.png"))
+
+    # 3. One input, the two runs' traces side by side: scores and reasons from the assessments.
+    question = "At what temperature does water boil at sea level?"
+    [trace] = [
+        t
+        for t in client.search_traces(locations=[experiment_id], run_id=ids[0], max_results=10)
+        if json.loads(t.info.request_preview)["input"] == question
+    ]
+    reasons = []
+    for run_id in ids:
+        [other] = [
+            t
+            for t in client.search_traces(locations=[experiment_id], run_id=run_id, max_results=10)
+            if json.loads(t.info.request_preview)["input"] == question
+        ]
+        [feedback] = [a for a in other.info.assessments if a.name == "answer_similarity"]
+        reasons.append(feedback.rationale)
+    assert reasons[0] != reasons[1]  # the two thresholds score this partial answer differently
+    browser.get(
+        f"{base}?selectedRunUuid={ids[0]}&compareToRunUuid={ids[1]}&selectedEvaluationId={trace.info.trace_id}"
+    )
+    _wait_for_text(browser, "Comparing 2 traces", question)
+    _click(
+        browser, browser.find_element(By.XPATH, "//*[@role='tab' and normalize-space()='Details & Timeline']")
+    )
+    _wait_for_text(browser, "Trace breakdown")
+    for tab in browser.find_elements(By.XPATH, "//*[@role='tab' and normalize-space()='Assessments']"):
+        _click(browser, tab)
+    _wait_for_text(browser, *reasons)
+    browser.save_screenshot(str(ARTIFACTS / "per_item.png"))
