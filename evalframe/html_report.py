@@ -20,9 +20,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from html import escape
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalframe.results import ItemResult, RunResult
+
+if TYPE_CHECKING:
+    from evalframe.objective import Objective
+    from evalframe.sweep import Job
 
 REPORT = "report.html"
 SWEEP_REPORT = "sweep.html"
@@ -244,52 +248,6 @@ def write_run_report(
 # ---------------------------------------------------------------- sweep report
 
 
-@dataclass
-class Job:
-    """One job of a sweep, from its run.json: its overrides and its objective value."""
-
-    name: str
-    overrides: dict[str, str]
-    objective: float
-    means: dict[str, float]
-
-
-@dataclass
-class Objective:
-    metric: str
-    direction: str  # "maximize" or "minimize"
-
-
-def read_jobs(sweep_dir: Path) -> tuple[list[Job], Objective]:
-    """Every finished job of a sweep. The objective is what run.json's "objective" names (a sweep
-    optimising something else says so there), else the first scorer's mean, maximised."""
-    jobs: list[Job] = []
-    objective: Objective | None = None
-    for manifest in sorted(sweep_dir.glob("*/run.json")):
-        data = json.loads(manifest.read_text(encoding="utf-8"))
-        means = {k: (math.nan if v is None else float(v)) for k, v in (data.get("means") or {}).items()}
-        overrides = dict(o.split("=", 1) for o in data.get("overrides", []) if "=" in o)
-        declared = data.get("objective") or {}
-        if declared.get("metric"):
-            direction = str(declared.get("direction", "maximize"))
-            objective = objective or Objective(str(declared["metric"]), direction)
-            value = declared.get("value")
-        else:
-            first = next(iter(means), None)
-            objective = objective or Objective(f"{first}/mean" if first else "score", "maximize")
-            value = means.get(first) if first else None
-        jobs.append(Job(manifest.parent.name, overrides, math.nan if value is None else float(value), means))
-    return jobs, objective or Objective("score", "maximize")
-
-
-def swept_keys(jobs: Sequence[Job]) -> list[str]:
-    """Override keys whose value differs between jobs, in command-line order."""
-    keys: list[str] = []
-    for job in jobs:
-        keys += [k for k in job.overrides if k not in keys]
-    return [k for k in keys if len({job.overrides.get(k) for job in jobs}) > 1]
-
-
 def _as_number(value: str | None) -> float | None:
     try:
         return float(value) if value is not None else None
@@ -328,16 +286,9 @@ def weight_plot(key: str, jobs: Sequence[Job], objective: Objective) -> bytes:
     return _png(fig)
 
 
-def sweep_report(jobs: Sequence[Job], objective: Objective, title: str) -> Report:
-    keys = swept_keys(jobs)
+def sweep_report(jobs: Sequence[Job], objective: Objective, keys: Sequence[str], title: str) -> Report:
+    """The objective against each swept value (`keys`), and the jobs best first."""
     plots = {f"objective_vs_{_safe_name(k)}.png": weight_plot(k, jobs, objective) for k in keys}
-    reverse = objective.direction != "minimize"
-
-    def rank(job: Job) -> float:
-        if math.isnan(job.objective):
-            return math.inf
-        return -job.objective if reverse else job.objective
-
     scorers = list(dict.fromkeys(name for job in jobs for name in job.means))
     rows = [
         [
@@ -346,7 +297,7 @@ def sweep_report(jobs: Sequence[Job], objective: Objective, title: str) -> Repor
             f'<td class="num">{_num(job.objective)}</td>',
             *(f'<td class="num">{_num(job.means.get(s))}</td>' for s in scorers),
         ]
-        for job in sorted(jobs, key=rank)
+        for job in sorted(jobs, key=lambda j: objective.rank(j.objective))
     ]
     table = _table(["job", *keys, f"objective: {objective.metric}", *(f"{s} mean" for s in scorers)], rows)
     images = "".join(_img(png, name) for name, png in plots.items())
@@ -361,13 +312,19 @@ def sweep_report(jobs: Sequence[Job], objective: Objective, title: str) -> Repor
     return Report(_page(title, meta, sections), plots)
 
 
-def write_sweep_report(sweep_dir: Path, parent_run: str | None = None, uri: str | None = None) -> list[Path]:
+def write_sweep_report(
+    sweep_dir: Path,
+    jobs: Sequence[Job],
+    objective: Objective,
+    keys: Sequence[str],
+    parent_run: str | None = None,
+    uri: str | None = None,
+) -> list[Path]:
     """sweep.html and plots/objective_vs_<key>.png in the sweep directory, and on the sweep's MLflow
     parent run when there is one. A sweep whose jobs all failed has nothing to chart."""
-    jobs, objective = read_jobs(sweep_dir)
     if not jobs:
         return []
-    report = sweep_report(jobs, objective, f"evalframe sweep {sweep_dir.name}")
+    report = sweep_report(jobs, objective, keys, f"evalframe sweep {sweep_dir.name}")
     written = report.write(sweep_dir, SWEEP_REPORT)
     if parent_run and uri:
         from evalframe import tracking as mlflow_tracking

@@ -164,7 +164,12 @@ class SweepCallback(Callback):
         report.sweep(jobs, swept, objective)
         report.best(best, objective)
         html_report.write_sweep_report(
-            sweep_dir, os.environ.get(PARENT_RUN), OmegaConf.select(config, "tracking.uri")
+            sweep_dir,
+            jobs,
+            objective,
+            swept,
+            os.environ.get(PARENT_RUN),
+            OmegaConf.select(config, "tracking.uri"),
         )
         parent = os.environ.pop(PARENT_RUN, None)
         if parent:

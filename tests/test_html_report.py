@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
+from omegaconf import OmegaConf
 
 from evalframe import html_report
 from evalframe.results import ItemResult, RunResult, ScoreResult
+from evalframe.sweep import objective_of, read_jobs, swept_keys
 from evalframe.testserver import FakeLLMServer
 from tests.conftest import fake_model, run_cli
 
@@ -105,20 +106,28 @@ def test_write_run_report_writes_the_page_and_the_pngs(tmp_path: Path) -> None:
 
 
 def _job(
-    sweep: Path, name: str, overrides: list[str], means: Mapping[str, float | None], **extra: object
+    sweep: Path, name: str, overrides: list[str], value: float | None, direction: str = "maximize"
 ) -> None:
+    """A finished job's run.json, as the journal writes it."""
     (sweep / name).mkdir(parents=True)
-    manifest = {"status": "finished", "overrides": overrides, "means": means, **extra}
-    (sweep / name / "run.json").write_text(json.dumps(manifest))
+    objective = {"metric": "answer_similarity/mean", "value": value, "direction": direction}
+    manifest = {"status": "finished", "overrides": overrides, "means": {"answer_similarity": value}}
+    (sweep / name / "run.json").write_text(json.dumps({**manifest, "objective": objective}))
+
+
+def _sweep_report(sweep: Path) -> list[Path]:
+    jobs = read_jobs(sweep)
+    objective = objective_of(OmegaConf.create({}), jobs)
+    return html_report.write_sweep_report(sweep, jobs, objective, swept_keys(jobs, []))
 
 
 def test_the_sweep_report_charts_the_objective_against_each_swept_weight(tmp_path: Path) -> None:
     base = ["scorer=answer_similarity", "model=gpt"]
-    _job(tmp_path, "0", [*base, "penalties.missing=0.05", "penalties=strict"], {"answer_similarity": 0.8})
-    _job(tmp_path, "1", [*base, "penalties.missing=0.3", "penalties=strict"], {"answer_similarity": 0.6})
-    _job(tmp_path, "2", [*base, "penalties.missing=0.05", "penalties=lenient"], {"answer_similarity": 0.9})
-    _job(tmp_path, "3", [*base, "penalties.missing=0.3", "penalties=lenient"], {"answer_similarity": None})
-    written = html_report.write_sweep_report(tmp_path)
+    _job(tmp_path, "0", [*base, "penalties.missing=0.05", "penalties=strict"], 0.8)
+    _job(tmp_path, "1", [*base, "penalties.missing=0.3", "penalties=strict"], 0.6)
+    _job(tmp_path, "2", [*base, "penalties.missing=0.05", "penalties=lenient"], 0.9)
+    _job(tmp_path, "3", [*base, "penalties.missing=0.3", "penalties=lenient"], None)
+    written = _sweep_report(tmp_path)
     names = sorted(p.relative_to(tmp_path).as_posix() for p in written)
     # Constant overrides (scorer, model) are not swept; a categorical value gets its own chart too.
     assert names == [
@@ -134,22 +143,17 @@ def test_the_sweep_report_charts_the_objective_against_each_swept_weight(tmp_pat
     assert order == ["2", "0", "1", "3"]
 
 
-def test_the_sweep_report_uses_the_declared_objective(tmp_path: Path) -> None:
-    def objective(value: float) -> dict[str, object]:
-        return {"metric": "answer_similarity/mae", "value": value, "direction": "minimize"}
-
-    means = {"answer_similarity": 0.5}
-    _job(tmp_path, "0", ["penalties.missing=0.05"], means, objective=objective(0.4))
-    _job(tmp_path, "1", ["penalties.missing=0.3"], means, objective=objective(0.1))
-    jobs, found = html_report.read_jobs(tmp_path)
-    assert (found.metric, found.direction) == ("answer_similarity/mae", "minimize")
-    assert [j.objective for j in jobs] == [0.4, 0.1]
-    html = html_report.sweep_report(jobs, found, "sweep").html
+def test_the_sweep_report_ranks_by_the_objective_direction(tmp_path: Path) -> None:
+    _job(tmp_path, "0", ["penalties.missing=0.05"], 0.4, "minimize")
+    _job(tmp_path, "1", ["penalties.missing=0.3"], 0.1, "minimize")
+    _sweep_report(tmp_path)
+    html = (tmp_path / "sweep.html").read_text()
+    assert "answer_similarity/mean (minimize)" in html
     assert re.findall(r"<tr><td>(\d)</td>", html) == ["1", "0"]  # lower is better
 
 
 def test_a_sweep_without_finished_jobs_writes_nothing(tmp_path: Path) -> None:
-    assert html_report.write_sweep_report(tmp_path) == []
+    assert _sweep_report(tmp_path) == []
     assert not (tmp_path / "sweep.html").exists()
 
 
