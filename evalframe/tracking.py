@@ -9,9 +9,11 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from evalframe.errors import ConfigError
 from evalframe.redaction import redact, redact_overrides
 from evalframe.results import RunResult
 
@@ -21,6 +23,8 @@ os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "3")
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
 os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")  # not "Creating initial MLflow database tables..."
+
+RESULTS_ARTIFACT = "results.jsonl"  # every item with every step result, as the run's journal wrote it
 
 
 def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
@@ -115,6 +119,70 @@ def log_run(
         mlflow.log_text(reasons_report(result), "reasons.md")
         mlflow.log_artifact(str(results_file))
         return run.info.experiment_id, run.info.run_id
+
+
+@dataclass
+class LoggedRun:
+    """A run as MLflow holds it, with its results.jsonl downloaded (what `rescore` starts from)."""
+
+    run_id: str
+    name: str
+    experiment_id: str
+    tags: dict[str, str]
+    metrics: dict[str, float]
+    results_file: Path
+
+
+def _get_run(client: Any, uri: str, run_id: str) -> Any:
+    from mlflow.exceptions import MlflowException
+
+    try:
+        return client.get_run(run_id)
+    except MlflowException as e:
+        if e.error_code == "RESOURCE_DOES_NOT_EXIST":
+            raise ConfigError(
+                f"run_id={run_id}: no such run in the MLflow store at {uri}; copy the id from the run's "
+                "page (Overview: Run ID), or point at the store it was logged to with tracking.uri=..."
+            ) from None
+        raise ConfigError(f"cannot read run {run_id} from MLflow at {uri}: {str(e)[:300]}") from None
+    except Exception as e:  # a server that is down, a database file that cannot be opened
+        raise ConfigError(
+            f"cannot reach MLflow at {uri} ({type(e).__name__}: {str(e)[:300]}); check tracking.uri"
+        ) from None
+
+
+def run_tags(uri: str, run_id: str) -> dict[str, str]:
+    """A logged run's tags (ConfigError if the run or the store cannot be found)."""
+    from mlflow.tracking import MlflowClient
+
+    return dict(_get_run(MlflowClient(tracking_uri=uri), uri, run_id).data.tags)
+
+
+def fetch_run(uri: str, run_id: str, directory: Path) -> LoggedRun:
+    """A logged run's tags, metrics and results.jsonl (downloaded into `directory`).
+
+    Every failure is a ConfigError naming what to check: the id, the store, or the artifact.
+    """
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    run = _get_run(client, uri, run_id)
+    names = {a.path for a in client.list_artifacts(run_id)}
+    if RESULTS_ARTIFACT not in names:
+        raise ConfigError(
+            f"run {run_id} has no {RESULTS_ARTIFACT} artifact (it was not logged by evalframe, or its "
+            "artifacts were deleted): it has no stored judge replies to re-score; run it again normally"
+        )
+    directory.mkdir(parents=True, exist_ok=True)
+    local = client.download_artifacts(run_id, RESULTS_ARTIFACT, str(directory))
+    return LoggedRun(
+        run_id=run.info.run_id,
+        name=run.info.run_name or run_id,
+        experiment_id=run.info.experiment_id,
+        tags=dict(run.data.tags),
+        metrics=dict(run.data.metrics),
+        results_file=Path(local),
+    )
 
 
 def start_parent(uri: str, experiment: str, name: str, overrides: list[str]) -> str:
