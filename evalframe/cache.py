@@ -103,12 +103,25 @@ class ReplayMiss(ConfigError):
 class Replay(Cache):
     """The replies of a logged run, read-only, keyed exactly like the disk cache: a re-score
     (evalframe.rescore) makes the requests the run made and gets the run's replies, failures included
-    (an item the run could not score stays unscored). A request the run did not make raises
-    ReplayMiss, never reaches a model, and the disk cache is neither read nor written."""
+    (an item the run could not score stays unscored), and the cosines its embeddings gave. A request
+    the run did not make raises ReplayMiss, never reaches a model, and the disk cache is neither read
+    nor written."""
 
-    def __init__(self, replies: Mapping[str, dict[str, Any]]):
+    def __init__(
+        self,
+        replies: Mapping[str, dict[str, Any]],
+        cosines: Mapping[tuple[str, str, str], float] | None = None,
+    ):
         super().__init__("off")
         self.replies = dict(replies)
+        # Embeddings are too large to keep per run; the cosines they gave are what scores use.
+        self.cosines = dict(cosines or {})
+
+    def cosine(self, model: str, a: str, b: str) -> float:
+        """The cosine the run computed with embedding `model` for two texts."""
+        if (model, a, b) not in self.cosines:
+            raise ReplayMiss("embed", model)
+        return self.cosines[(model, a, b)]
 
     def get(self, k: str) -> dict[str, Any] | None:
         return self.replies.get(k)

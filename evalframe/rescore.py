@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import re
 import tempfile
 from dataclasses import replace
 from pathlib import Path
@@ -49,6 +50,10 @@ def _key(override: str) -> str:
 
 def _top(override: str) -> str:
     return _key(override).split(".", 1)[0].split("/", 1)[0]
+
+
+def _plain(override: str) -> str:
+    return re.sub(r"\\(.)", r"\1", override)
 
 
 def _is_override(arg: str) -> bool:
@@ -171,6 +176,18 @@ def replies(items: list[ItemResult]) -> dict[str, dict[str, Any]]:
     return stored
 
 
+def cosines(items: list[ItemResult]) -> dict[tuple[str, str, str], float]:
+    """The cosine of (embedding model, output, ground truth) wherever the run computed one."""
+    found: dict[tuple[str, str, str], float] = {}
+    for item in items:
+        for result in item.scores.values():
+            per_model = result.details.get("cosine")
+            if isinstance(per_model, dict) and item.ground_truth is not None:
+                for model, value in per_model.items():
+                    found[(model, item.output, item.ground_truth)] = float(value)
+    return found
+
+
 def compose(overrides: list[str]) -> dict[str, Any]:
     """The resolved config for a command line, composed by the running Hydra app (its config name
     and search path, so --config-dir applies): to find which override changed a request."""
@@ -206,7 +223,7 @@ def score(config: dict[str, Any], items: list[ItemResult], source: str) -> tuple
         scorer.validate(rows[0])
     ctx = Context(
         limiter=asyncio.Semaphore(int(config.get("concurrency", 8))),
-        cache=Replay(replies(items)),
+        cache=Replay(replies(items), cosines(items)),
     )
     plan = Plan(config, StoredOutputs(items), scorers, rows)
     return run_async(execute(plan, ctx, _Held(Path(".")), [])), ctx
@@ -278,12 +295,14 @@ def main(config: dict[str, Any], output_dir: Path, overrides: list[str]) -> int:
         items = read_items(logged.results_file)
     if not items:
         raise ConfigError(f"run {run_id}: its results.jsonl holds no items to re-score")
+    # A sweep's jobs get their overrides back escaped (`http\://`): compare them unescaped.
     old = [str(o) for o in json.loads(logged.tags.get(OVERRIDES_TAG, "[]"))]
-    if [o for o in merge(old, overrides) if o not in overrides]:  # the run's own overrides are not here
+    plain, old_plain = [_plain(o) for o in overrides], [_plain(o) for o in old]
+    if [o for o in merge(old_plain, plain) if o not in plain]:  # the run's own overrides are not here
         raise ConfigError(
             f"start a re-score with the sub-command, which takes the run's command line: {USAGE}"
         )
-    new = [o for o in overrides if o not in old and _top(o) not in ("rescore", "hydra")]
+    new = [o for o in overrides if _plain(o) not in old_plain and _top(o) not in ("rescore", "hydra")]
     source = f"run {run_id} ({mlflow_tracking.RESULTS_ARTIFACT})"
     gate_cfg = config.get("gate") or {}
     gate.validate(gate_cfg, list(config.get("scorers") or {}))
@@ -291,7 +310,7 @@ def main(config: dict[str, Any], output_dir: Path, overrides: list[str]) -> int:
         result, ctx = score(config, items, source)
     except ReplayMiss as miss:
         raise ConfigError(explain(miss, run_id, culprits(old, new, items, source))) from None
-    changes = " ".join(new) or "its own config"
+    changes = " ".join(map(_plain, new)) or "its own config"
     print(f"re-scored {len(items)} items of run {run_id} with {changes}: {ctx.stats.calls} model calls")
 
     journal = Journal(output_dir)
@@ -314,7 +333,7 @@ def main(config: dict[str, Any], output_dir: Path, overrides: list[str]) -> int:
     )
     tags = {
         RESCORED_FROM_TAG: run_id,
-        "evalframe.rescore.overrides": json.dumps(new),
+        "evalframe.rescore.overrides": json.dumps([_plain(o) for o in new]),
         "mlflow.note.content": note,
     }
     return code or log(result, config, journal.path, overrides, extra_tags=tags)

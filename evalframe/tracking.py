@@ -22,6 +22,7 @@ from evalframe.results import RunResult
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "3")
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
+os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # no bar for one small download
 os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")  # not "Creating initial MLflow database tables..."
 
 RESULTS_ARTIFACT = "results.jsonl"  # every item with every step result, as the run's journal wrote it
@@ -133,6 +134,19 @@ class LoggedRun:
     results_file: Path
 
 
+def _client(uri: str) -> Any:
+    """A client for reading an existing store: never one that creates an empty store on the way."""
+    from mlflow.tracking import MlflowClient
+
+    database = uri.removeprefix("sqlite:///") if uri.startswith("sqlite:///") else None
+    if database is not None and not Path(database).is_file():
+        raise ConfigError(
+            f"no MLflow database at {Path(database).resolve()}: check tracking.uri ({uri}), or run from "
+            "the directory that holds the run's mlflow.db"
+        )
+    return MlflowClient(tracking_uri=uri)
+
+
 def _get_run(client: Any, uri: str, run_id: str) -> Any:
     from mlflow.exceptions import MlflowException
 
@@ -144,7 +158,10 @@ def _get_run(client: Any, uri: str, run_id: str) -> Any:
                 f"run_id={run_id}: no such run in the MLflow store at {uri}; copy the id from the run's "
                 "page (Overview: Run ID), or point at the store it was logged to with tracking.uri=..."
             ) from None
-        raise ConfigError(f"cannot read run {run_id} from MLflow at {uri}: {str(e)[:300]}") from None
+        raise ConfigError(
+            f"cannot read run {run_id} from MLflow at {uri}; check tracking.uri and that the server is up "
+            f"({str(e)[:300]})"
+        ) from None
     except Exception as e:  # a server that is down, a database file that cannot be opened
         raise ConfigError(
             f"cannot reach MLflow at {uri} ({type(e).__name__}: {str(e)[:300]}); check tracking.uri"
@@ -153,9 +170,7 @@ def _get_run(client: Any, uri: str, run_id: str) -> Any:
 
 def run_tags(uri: str, run_id: str) -> dict[str, str]:
     """A logged run's tags (ConfigError if the run or the store cannot be found)."""
-    from mlflow.tracking import MlflowClient
-
-    return dict(_get_run(MlflowClient(tracking_uri=uri), uri, run_id).data.tags)
+    return dict(_get_run(_client(uri), uri, run_id).data.tags)
 
 
 def fetch_run(uri: str, run_id: str, directory: Path) -> LoggedRun:
@@ -163,9 +178,7 @@ def fetch_run(uri: str, run_id: str, directory: Path) -> LoggedRun:
 
     Every failure is a ConfigError naming what to check: the id, the store, or the artifact.
     """
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(tracking_uri=uri)
+    client = _client(uri)
     run = _get_run(client, uri, run_id)
     names = {a.path for a in client.list_artifacts(run_id)}
     if RESULTS_ARTIFACT not in names:

@@ -115,6 +115,10 @@ def test_rescore_with_new_penalties_makes_no_call_and_links_the_old_run(
     assert rows.returncode == 2 and "dataset.limit=3 cannot change them" in rows.stderr
     unknown = run_cli(["rescore", "run_id=0123456789abcdef0123456789abcdef"], cwd=tmp_path)
     assert unknown.returncode == 2 and "no such run in the MLflow store" in unknown.stderr
+    nowhere = f"tracking.uri=sqlite:///{tmp_path}/no/such/dir/mlflow.db"
+    unreachable = run_cli(["rescore", f"run_id={old.info.run_id}", nowhere], cwd=tmp_path)
+    assert unreachable.returncode == 2 and "check tracking.uri" in unreachable.stderr
+    assert not (tmp_path / "no").exists()  # no empty store made on the way
     assert len(mlflow_runs(tmp_path)) == 2 and judge_server.count() == 0
 
 
@@ -136,7 +140,14 @@ def test_rescore_reweighs_relevancy_and_a_judge_table_without_the_dataset(
             for i, gt, out in FACTUALITY_ROWS
         )
     )
-    args = ["scorer=[answer_relevancy,factuality]", *fake_model(judge_server), "dataset=jsonl"]
+    embeddings = f"scorers.semantic_similarity.api_base={judge_server.openai_base}"
+    args = [
+        "scorer=[answer_relevancy,factuality,semantic_similarity]",
+        *fake_model(judge_server),
+        "scorers.semantic_similarity.models=[openai/text-embedding-3-small]",
+        embeddings,
+        "dataset=jsonl",
+    ]
     first = run_cli([*args, f"dataset.path={data}"], cwd=tmp_path, env=KEY)
     assert first.returncode == 0, first.stderr
     [old] = mlflow_runs(tmp_path)
@@ -146,6 +157,7 @@ def test_rescore_reweighs_relevancy_and_a_judge_table_without_the_dataset(
     changed = [
         "scorers.answer_relevancy.uncertainty_weight=0.3",
         "scorers.factuality.output.choices.subset=0.2",
+        "scorers.semantic_similarity.threshold=0.9",
     ]
     again = run_cli(["rescore", f"run_id={old.info.run_id}", *changed], cwd=tmp_path)
     assert again.returncode == 0, again.stderr
@@ -159,3 +171,8 @@ def test_rescore_reweighs_relevancy_and_a_judge_table_without_the_dataset(
     assert before["subset"]["factuality"]["score"] == 0.4 and after["subset"]["factuality"]["score"] == 0.2
     for same in ("same", "superset"):
         assert after[same]["factuality"]["score"] == before[same]["factuality"]["score"]
+    # Embeddings are not replayed (too large to keep): their cosines are, and the threshold applies to them.
+    for item, scores in before.items():
+        cosine = scores["semantic_similarity"]["details"]["cosine"]["openai/text-embedding-3-small"]
+        assert after[item]["semantic_similarity"]["score"] == (1.0 if cosine >= 0.9 else 0.0), cosine
+    assert {s["semantic_similarity"]["score"] for s in after.values()} == {0.0, 1.0}
