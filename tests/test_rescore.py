@@ -3,6 +3,7 @@ judge replies, without a model call, logged as a new run linked to the old one."
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 from pathlib import Path
@@ -10,8 +11,12 @@ from typing import Any
 
 import pytest
 
+from evalframe.cache import Cache, Replay, ReplayMiss
+from evalframe.llm import LLM, ModelSettings, Stats, response_format
+from evalframe.prompts import Message
 from evalframe.rescore import merge
-from evalframe.scorers.answer_similarity import Analysis, Penalties, score
+from evalframe.results import StepResult
+from evalframe.scorers.answer_similarity import Analysis, Penalties, SemanticUnits, score
 from evalframe.testserver import FakeLLMServer, FakeRequest
 from tests.conftest import fake_model, run_cli
 from tests.test_answer_relevancy import relevancy_judge
@@ -36,6 +41,31 @@ def test_new_overrides_replace_the_old_ones_of_the_same_key_and_below() -> None:
         "-m",
         "penalties.missing=0.1,0.3",
     ]
+
+
+def test_the_replay_serves_stored_replies_and_failures_and_refuses_anything_else() -> None:
+    settings = ModelSettings(name="openai/judge", api_base="http://127.0.0.1:9/v1")  # nothing listens
+    asked = [{"role": "user", "content": "Units of: Paris is the capital of France."}]
+    failed = [{"role": "user", "content": "Units of: something the judge could not answer."}]
+    recorder = LLM(settings, asyncio.Semaphore(1), Cache("off"), Stats())
+    stored = {
+        recorder._key(asked, response_format(SemanticUnits)): {"raw": '{"units": ["Paris is the capital"]}'},
+        recorder._key(failed, response_format(SemanticUnits)): {"raw": "{oops", "error": "invalid reply"},
+    }
+    stats = Stats()
+    llm = LLM(settings, asyncio.Semaphore(1), Replay(stored), stats)
+
+    async def ask(messages: list[Message]) -> StepResult:
+        return await llm.structured("extract", messages, SemanticUnits)
+
+    ok = asyncio.run(ask(asked))
+    assert ok.reply == {"units": ["Paris is the capital"]} and ok.cached and ok.key in stored
+    bad = asyncio.run(ask(failed))
+    assert not bad.ok and bad.error == "invalid reply" and bad.raw == "{oops"  # unscored, as in the run
+    with pytest.raises(ReplayMiss) as miss:
+        asyncio.run(ask([{"role": "user", "content": "a prompt the run never sent"}]))
+    assert miss.value.step == "extract" and miss.value.model == "openai/judge"
+    assert stats.calls == 0 and stats.hits == 2
 
 
 def mlflow_runs(tmp_path: Path) -> list[Any]:
