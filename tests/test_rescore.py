@@ -12,12 +12,14 @@ from typing import Any
 import pytest
 
 from evalframe.cache import Cache, Replay, ReplayMiss
+from evalframe.errors import ConfigError
 from evalframe.llm import LLM, ModelSettings, Stats, response_format
 from evalframe.prompts import Message
-from evalframe.rescore import merge
+from evalframe.rescore import command_line, merge
 from evalframe.results import StepResult
 from evalframe.scorers.answer_similarity import Analysis, Penalties, SemanticUnits, score
 from evalframe.testserver import FakeLLMServer, FakeRequest
+from evalframe.tracking import fetch_run
 from tests.conftest import fake_model, run_cli
 from tests.test_answer_relevancy import relevancy_judge
 from tests.test_ground_truth_similarity import compare_judge
@@ -140,16 +142,27 @@ def test_rescore_with_new_penalties_makes_no_call_and_links_the_old_run(
     assert other.returncode == 2 and judge_server.count() == 0
     assert "model.name=openai/other changes a prompt, the judge model" in other.stderr
     assert "without rescore" in other.stderr
-    # The run's items and outputs are fixed: another dataset is not a re-score.
-    rows = run_cli(["rescore", f"run_id={old.info.run_id}", "dataset.limit=3"], cwd=tmp_path)
-    assert rows.returncode == 2 and "dataset.limit=3 cannot change them" in rows.stderr
-    unknown = run_cli(["rescore", "run_id=0123456789abcdef0123456789abcdef"], cwd=tmp_path)
-    assert unknown.returncode == 2 and "no such run in the MLflow store" in unknown.stderr
-    nowhere = f"tracking.uri=sqlite:///{tmp_path}/no/such/dir/mlflow.db"
-    unreachable = run_cli(["rescore", f"run_id={old.info.run_id}", nowhere], cwd=tmp_path)
-    assert unreachable.returncode == 2 and "check tracking.uri" in unreachable.stderr
+    assert len(mlflow_runs(tmp_path)) == 2
+
+    # Usage errors, found before anything runs (in-process: the same code the sub-command runs first).
+    store = f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}"
+    with pytest.raises(ConfigError, match=r"dataset\.limit=3 cannot change them"):
+        command_line([f"run_id={old.info.run_id}", "dataset.limit=3", store])
+    with pytest.raises(ConfigError, match="no such run in the MLflow store"):
+        command_line(["run_id=0123456789abcdef0123456789abcdef", store])
+    with pytest.raises(ConfigError, match=r"check tracking\.uri"):
+        command_line(
+            [f"run_id={old.info.run_id}", f"tracking.uri=sqlite:///{tmp_path}/no/such/dir/mlflow.db"]
+        )
     assert not (tmp_path / "no").exists()  # no empty store made on the way
-    assert len(mlflow_runs(tmp_path)) == 2 and judge_server.count() == 0
+    from mlflow.tracking import MlflowClient
+
+    bare = MlflowClient(tracking_uri=store.removeprefix("tracking.uri=")).create_run(old.info.experiment_id)
+    with pytest.raises(ConfigError, match=r"no results\.jsonl artifact"):
+        fetch_run(store.removeprefix("tracking.uri="), bare.info.run_id, tmp_path / "download")
+    with pytest.raises(ConfigError, match="logged without its command line"):
+        command_line([f"run_id={bare.info.run_id}", store])
+    assert judge_server.count() == 0
 
 
 def relevancy_and_facts(request: FakeRequest) -> Any:
