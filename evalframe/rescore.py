@@ -334,6 +334,6 @@ def main(config: dict[str, Any], output_dir: Path, overrides: list[str]) -> int:
     tags = {
         RESCORED_FROM_TAG: run_id,
         "evalframe.rescore.overrides": json.dumps([_plain(o) for o in new]),
-        "mlflow.note.content": note,
+        "mlflow.note.content": note[:8000],  # MLflow's limit for a tag
     }
     return code or log(result, config, journal.path, overrides, extra_tags=tags)

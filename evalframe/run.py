@@ -176,11 +176,13 @@ def log(
 
     scorers = config.get("scorers") or {}
     judges = sorted({str(s.get("model", {}).get("name")) for s in scorers.values() if s.get("model")})
+    command = json.dumps(redact_overrides(overrides)) if overrides is not None else ""
     tags = {
         "evalframe.dataset": str(config["dataset"].get("name")),
         "evalframe.scorers": ",".join(scorers),
         "evalframe.model": ",".join(judges) or "none",
-        **({"evalframe.overrides": json.dumps(redact_overrides(overrides))} if overrides is not None else {}),
+        # MLflow refuses tags over 8,000 characters: such a run logs, and rescore says why it cannot.
+        **({"evalframe.overrides": command} if 0 < len(command) <= 8000 else {}),
         **(extra_tags or {}),
     }
     try:
