@@ -23,7 +23,23 @@ def _task(cfg: DictConfig) -> float:
     return objective  # what a sweeper optimises (Optuna reads the task's return value)
 
 
+def _subcommand(argv: list[str]) -> list[str]:
+    """`rescore run_id=ID ...` -> the command line Hydra runs: Hydra reads only overrides, not a bare
+    word, and a re-score is the logged run's own command line plus the new overrides."""
+    if not argv or argv[0] != "rescore":
+        return argv
+    from evalframe.errors import EvalframeError
+    from evalframe.rescore import command_line
+
+    try:
+        return command_line(argv[1:])
+    except EvalframeError as e:
+        print(f"error: {e}", file=sys.stderr)
+        raise SystemExit(e.exit_code) from None
+
+
 def main() -> None:
+    sys.argv[1:] = _subcommand(sys.argv[1:])
     try:
         _task()
     except SystemExit as e:

@@ -15,6 +15,7 @@ import random
 import sqlite3
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -85,3 +86,48 @@ class Cache:
             "INSERT OR REPLACE INTO replies (key, value, created) VALUES (?, ?, ?)",
             (k, json.dumps(value, ensure_ascii=False), time.time()),
         )
+
+    def before_asking(self, step: str, model: str) -> None:
+        """Called when a request is about to go to the model (no stored reply served it)."""
+
+
+class ReplayMiss(ConfigError):
+    """A re-score needed a judge request its run never made (a changed prompt, model or reply form)."""
+
+    def __init__(self, step: str, model: str):
+        super().__init__(f"the request of step {step!r} to {model} is not among the run's stored replies")
+        self.step = step
+        self.model = model
+
+
+class Replay(Cache):
+    """The replies of a logged run, read-only, keyed exactly like the disk cache: a re-score
+    (evalframe.rescore) makes the requests the run made and gets the run's replies, failures included
+    (an item the run could not score stays unscored), and the cosines its embeddings gave. A request
+    the run did not make raises ReplayMiss, never reaches a model, and the disk cache is neither read
+    nor written."""
+
+    def __init__(
+        self,
+        replies: Mapping[str, dict[str, Any]],
+        cosines: Mapping[tuple[str, str, str], float] | None = None,
+    ):
+        super().__init__("off")
+        self.replies = dict(replies)
+        # Embeddings are too large to keep per run; the cosines they gave are what scores use.
+        self.cosines = dict(cosines or {})
+
+    def cosine(self, model: str, a: str, b: str) -> float:
+        """The cosine the run computed with embedding `model` for two texts."""
+        if (model, a, b) not in self.cosines:
+            raise ReplayMiss("embed", model)
+        return self.cosines[(model, a, b)]
+
+    def get(self, k: str) -> dict[str, Any] | None:
+        return self.replies.get(k)
+
+    def put(self, k: str, value: dict[str, Any]) -> None:
+        pass
+
+    def before_asking(self, step: str, model: str) -> None:
+        raise ReplayMiss(step, model)

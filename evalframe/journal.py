@@ -64,6 +64,8 @@ def item_from_json(d: dict[str, Any]) -> ItemResult:
         scores=scores,
         target_step=_step(target) if target else None,
         target_error=d.get("target_error"),
+        human=d.get("human"),
+        record=d.get("record") or {},
     )
 
 

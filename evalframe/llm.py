@@ -279,9 +279,11 @@ class LLM:
         try:
             step = self._from_cache(k, step_name, messages, validate)
             if step is None:
+                self.cache.before_asking(step_name, self.settings.name)  # a replay raises here instead
                 step = await ask()
                 if step.ok:  # errors and unparseable replies are never cached: they are asked again
                     self.cache.put(k, {"raw": step.raw})
+            step.key = k
             future.set_result(step)
             return step
         except BaseException as e:
@@ -294,6 +296,11 @@ class LLM:
         hit = self.cache.get(k)
         if hit is None:
             return None
+        if hit.get("error"):  # only a replay stores failures: the logged run could not use this reply
+            self.stats.hits += 1
+            return StepResult(
+                step=step_name, messages=messages, raw=hit.get("raw"), error=hit["error"], cached=True
+            )
         try:
             reply = validate(hit["raw"])
         except ValidationError:

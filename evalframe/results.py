@@ -44,6 +44,9 @@ class StepResult:
     latency: float = 0.0  # seconds spent waiting for the model, all attempts
     error: str | None = None
     cached: bool = False  # served from the cache or shared with an identical request: no cost
+    # The request's cache key (model, parameters, messages, schema): a re-score of a logged run
+    # serves exactly the requests it made from its stored steps, and no other (evalframe.rescore).
+    key: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -87,6 +90,9 @@ class ItemResult:
     target_step: StepResult | None = None  # how the output was generated (target=llm)
     target_error: str | None = None
     human: float | None = None  # a person's score from the dataset, if it has one
+    # The dataset record (every column): judges may use any column in their templates (`row`), so a
+    # re-score renders them exactly as the run did without the dataset file.
+    record: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

@@ -7,6 +7,7 @@ dataset row and every prompt template.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import math
 import sys
@@ -21,6 +22,7 @@ from evalframe.cache import Cache
 from evalframe.data import Row
 from evalframe.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_TRACKING, ConfigError, EvalframeError
 from evalframe.journal import MANIFEST, Journal, read_items, resume_dir
+from evalframe.redaction import redact_overrides
 from evalframe.results import ItemResult, RunResult, ScoreResult
 from evalframe.scorers import Context, Scorer
 from evalframe.targets import Target
@@ -116,7 +118,15 @@ async def execute(plan: Plan, ctx: Context, journal: Journal, done: list[ItemRes
     produced = await plan.target.outputs(todo, ctx)
     ready: list[tuple[Row, str]] = []
     for row, (output, step) in zip(todo, produced, strict=True):
-        item = ItemResult(row.id, row.input, row.ground_truth, output, target_step=step, human=row.human)
+        item = ItemResult(
+            row.id,
+            row.input,
+            row.ground_truth,
+            output,
+            target_step=step,
+            human=row.human,
+            record=dict(row.extra),
+        )
         items[row.id], waiting[row.id] = item, set(plan.scorers)
         if step and step.error:
             # An output that could not be produced is unscored by every scorer, never scored as empty.
@@ -164,8 +174,17 @@ def run_name(config: Mapping[str, Any]) -> str:
     return f"{config['dataset'].get('name', 'dataset')}-{scorers}"
 
 
-def log(result: RunResult, config: dict[str, Any], results_file: Path) -> int:
-    """Log a finished run to MLflow; if that fails the results stay on disk and we say how to retry."""
+def log(
+    result: RunResult,
+    config: dict[str, Any],
+    results_file: Path,
+    overrides: list[str] | None = None,
+    extra_tags: Mapping[str, str] | None = None,
+) -> int:
+    """Log a finished run to MLflow; if that fails the results stay on disk and we say how to retry.
+
+    `overrides` (the command line) is kept as a tag: `rescore` re-composes the run's config from it.
+    """
     tracking = config.get("tracking") or {}
     if not tracking.get("enabled"):
         return EXIT_OK
@@ -173,10 +192,14 @@ def log(result: RunResult, config: dict[str, Any], results_file: Path) -> int:
 
     scorers = config.get("scorers") or {}
     judges = sorted({str(s.get("model", {}).get("name")) for s in scorers.values() if s.get("model")})
+    command = json.dumps(redact_overrides(overrides)) if overrides is not None else ""
     tags = {
         "evalframe.dataset": str(config["dataset"].get("name")),
         "evalframe.scorers": ",".join(scorers),
         "evalframe.model": ",".join(judges) or "none",
+        # MLflow refuses tags over 8,000 characters: such a run logs, and rescore says why it cannot.
+        **({"evalframe.overrides": command} if 0 < len(command) <= 8000 else {}),
+        **(extra_tags or {}),
     }
     try:
         experiment_id, run_id = mlflow_tracking.log_run(
@@ -246,7 +269,7 @@ def evaluate(
     html_report.write_run_report(result, journal.directory, run_name(config))
     code, checks = gate.evaluate(result, gate_cfg, float(config.get("max_unscored_rate", 0.1)))
     report.gate(code, checks)
-    logged = log(result, config, journal.path)
+    logged = log(result, config, journal.path, overrides)
     return result, code or logged
 
 
@@ -266,7 +289,7 @@ def log_saved_run(directory: Path, config: dict[str, Any]) -> int:
     result = with_agreement(RunResult(items=items, scorers=list(saved["scorers"])), saved)
     result.objective = objectives.from_json(manifest.get("objective"))
     print(f"logging {len(items)} items from {journal.path}", file=sys.stderr)
-    return log(result, saved, journal.path)
+    return log(result, saved, journal.path, manifest.get("overrides"))
 
 
 def _quiet_libraries() -> None:
@@ -308,6 +331,10 @@ def main(cfg: Any) -> tuple[int, float]:
         redaction.scrub(hydra_files, list(redaction.values(config)))  # secrets set in YAML files too
         if config.get("log_run"):
             return log_saved_run(Path(config["log_run"]), config), failed.worst
+        if config.get("rescore"):
+            from evalframe import rescore
+
+            return rescore.main(config, output_dir, list(hydra_cfg.overrides.task)), failed.worst
         require_multirun(hydra_cfg)
         # Hydra's default run directory is outputs/DATE/TIME: unfinished runs are looked for there.
         outputs = output_dir.parent.parent

@@ -11,10 +11,12 @@ import math
 import os
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from evalframe import html_report
+from evalframe.errors import ConfigError
 from evalframe.redaction import redact, redact_overrides
 from evalframe.results import ItemResult, RunResult
 
@@ -23,11 +25,13 @@ from evalframe.results import ItemResult, RunResult
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "3")
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
+os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # no bar for one small download
 os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")  # not "Creating initial MLflow database tables..."
 
 # Items traced per run unless tracking.max_traces says otherwise: MLflow's store takes 45-70 ms per
 # trace on SQLite (bench/bench_report.py), so 200 add 10-15 s to a run; items.json holds every item.
 MAX_TRACES = 200
+RESULTS_ARTIFACT = "results.jsonl"  # every item with every step result, as the run's journal wrote it
 
 
 def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
@@ -234,6 +238,82 @@ def log_files(uri: str, run_id: str, base: Path, files: list[Path]) -> None:
     for path in files:
         folder = path.parent.relative_to(base).as_posix()
         client.log_artifact(run_id, str(path), None if folder == "." else folder)
+
+
+@dataclass
+class LoggedRun:
+    """A run as MLflow holds it, with its results.jsonl downloaded (what `rescore` starts from)."""
+
+    run_id: str
+    name: str
+    experiment_id: str
+    tags: dict[str, str]
+    metrics: dict[str, float]
+    results_file: Path
+
+
+def _client(uri: str) -> Any:
+    """A client for reading an existing store: never one that creates an empty store on the way."""
+    from mlflow.tracking import MlflowClient
+
+    database = uri.removeprefix("sqlite:///") if uri.startswith("sqlite:///") else None
+    if database is not None and not Path(database).is_file():
+        raise ConfigError(
+            f"no MLflow database at {Path(database).resolve()}: check tracking.uri ({uri}), or run from "
+            "the directory that holds the run's mlflow.db"
+        )
+    return MlflowClient(tracking_uri=uri)
+
+
+def _get_run(client: Any, uri: str, run_id: str) -> Any:
+    from mlflow.exceptions import MlflowException
+
+    try:
+        return client.get_run(run_id)
+    except MlflowException as e:
+        if e.error_code == "RESOURCE_DOES_NOT_EXIST":
+            raise ConfigError(
+                f"run_id={run_id}: no such run in the MLflow store at {uri}; copy the id from the run's "
+                "page (Overview: Run ID), or point at the store it was logged to with tracking.uri=..."
+            ) from None
+        raise ConfigError(
+            f"cannot read run {run_id} from MLflow at {uri}; check tracking.uri and that the server is up "
+            f"({str(e)[:300]})"
+        ) from None
+    except Exception as e:  # a server that is down, a database file that cannot be opened
+        raise ConfigError(
+            f"cannot reach MLflow at {uri} ({type(e).__name__}: {str(e)[:300]}); check tracking.uri"
+        ) from None
+
+
+def run_tags(uri: str, run_id: str) -> dict[str, str]:
+    """A logged run's tags (ConfigError if the run or the store cannot be found)."""
+    return dict(_get_run(_client(uri), uri, run_id).data.tags)
+
+
+def fetch_run(uri: str, run_id: str, directory: Path) -> LoggedRun:
+    """A logged run's tags, metrics and results.jsonl (downloaded into `directory`).
+
+    Every failure is a ConfigError naming what to check: the id, the store, or the artifact.
+    """
+    client = _client(uri)
+    run = _get_run(client, uri, run_id)
+    names = {a.path for a in client.list_artifacts(run_id)}
+    if RESULTS_ARTIFACT not in names:
+        raise ConfigError(
+            f"run {run_id} has no {RESULTS_ARTIFACT} artifact (it was not logged by evalframe, or its "
+            "artifacts were deleted): it has no stored judge replies to re-score; run it again normally"
+        )
+    directory.mkdir(parents=True, exist_ok=True)
+    local = client.download_artifacts(run_id, RESULTS_ARTIFACT, str(directory))
+    return LoggedRun(
+        run_id=run.info.run_id,
+        name=run.info.run_name or run_id,
+        experiment_id=run.info.experiment_id,
+        tags=dict(run.data.tags),
+        metrics=dict(run.data.metrics),
+        results_file=Path(local),
+    )
 
 
 def start_parent(uri: str, experiment: str, name: str, overrides: list[str]) -> str:

@@ -12,11 +12,14 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from evalframe.cache import Replay
 from evalframe.data import Row
 from evalframe.errors import ConfigError
 from evalframe.llm import embed, missing_keys
-from evalframe.results import ScoreResult, StepResult
+from evalframe.results import ScoreResult
 from evalframe.scorers import Context, Scorer, no_truth
+
+Cosine = Callable[[str, str, str], float]  # (model, text, text) -> cosine similarity
 
 AGGREGATES: dict[str, Callable[[Sequence[float]], float]] = {
     "mean": statistics.fmean,
@@ -73,14 +76,28 @@ class SemanticSimilarity(Scorer):
 
     async def score(self, items: list[tuple[Row, str]], ctx: Context) -> list[ScoreResult]:
         pairs = [(output, row.ground_truth) for row, output in items]
+        if isinstance(ctx.cache, Replay):  # a re-score: the logged run's cosines, no embedding call
+            replay = ctx.cache
+            cosine: Cosine = lambda model, a, b: replay.cosine(model, a, b)  # noqa: E731
+            errors: dict[str, str] = {}
+        else:
+            cosine, errors = await self._embed(pairs, ctx)
+        results = [self._one(output, truth, cosine, errors) for output, truth in pairs]
+        for (row, _), result in zip(items, results, strict=True):
+            ctx.scored(self.name, row, result)
+        return results
+
+    async def _embed(
+        self, pairs: list[tuple[str, str | None]], ctx: Context
+    ) -> tuple[Cosine, dict[str, str]]:
+        """Embed every text of the run once per model: the cosine of two texts, each failed model's error."""
         texts = sorted({t for pair in pairs for t in pair if t and t.strip()})
         index = {t: i for i, t in enumerate(texts)}
         per_model: dict[str, np.ndarray] = {}
-        steps: dict[str, StepResult] = {}
+        errors: dict[str, str] = {}
         for model in self.models_:
-            step = StepResult(step=f"embed:{model}", messages=[])
             try:
-                per_model[model], step.usage = await embed(
+                per_model[model], _ = await embed(
                     model,
                     texts,
                     ctx.limiter,
@@ -90,36 +107,30 @@ class SemanticSimilarity(Scorer):
                     timeout=self.timeout,
                 )
             except Exception as e:  # the run goes on; these items are unscored, with the reason
-                step.error = f"{type(e).__name__}: {str(e)[:500]}"
-            steps[model] = step
-        results = [self._one(output, truth, index, per_model, steps) for output, truth in pairs]
-        for (row, _), result in zip(items, results, strict=True):
-            ctx.scored(self.name, row, result)
-        return results
+                errors[model] = f"{type(e).__name__}: {str(e)[:500]}"
 
-    def _one(
-        self,
-        output: str,
-        truth: str | None,
-        index: dict[str, int],
-        vectors: dict[str, np.ndarray],
-        steps: dict[str, StepResult],
-    ) -> ScoreResult:
+        def cosine(model: str, a: str, b: str) -> float:
+            # Rows are unit length, so the dot product is the cosine.
+            return float(per_model[model][index[a]] @ per_model[model][index[b]])
+
+        return cosine, errors
+
+    def _one(self, output: str, truth: str | None, cosine: Cosine, errors: dict[str, str]) -> ScoreResult:
         if (missing := no_truth(truth)) is not None:
             return missing
         assert truth is not None  # no_truth() answered otherwise
         if not output.strip():
             return ScoreResult(0.0, "The output is empty: score 0.")
-        failed = [m for m in self.models_ if steps[m].error]
-        if failed:
-            return ScoreResult.unscored("; ".join(f"{m}: {steps[m].error}" for m in failed))
+        if errors:
+            return ScoreResult.unscored("; ".join(f"{m}: {e}" for m, e in errors.items()))
         per_model: dict[str, float] = {}
         cosines: dict[str, float] = {}
-        for model, matrix in vectors.items():
-            # Rows are unit length, so the dot product is the cosine; negative similarity is 0.
-            cosine = float(np.clip(matrix[index[output]] @ matrix[index[truth]], 0.0, 1.0))
-            cosines[model] = round(cosine, 4)
-            per_model[model] = cosine if self.threshold is None else float(cosine >= self.threshold)
+        for model in self.models_:
+            # Negative similarity is 0. Kept unrounded: a re-score applies a threshold to it exactly.
+            cosines[model] = float(np.clip(cosine(model, output, truth), 0.0, 1.0))
+            per_model[model] = (
+                cosines[model] if self.threshold is None else float(cosines[model] >= self.threshold)
+            )
         value = round(AGGREGATES[self.aggregate](list(per_model.values())), 4)
         described = ", ".join(f"{m}: {c:.2f}" for m, c in cosines.items())
         if self.threshold is None:
