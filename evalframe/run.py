@@ -170,8 +170,11 @@ def run_name(config: Mapping[str, Any]) -> str:
     tracking = config.get("tracking") or {}
     if tracking.get("run_name"):
         return str(tracking["run_name"])
+    from evalframe.sweep import job_label
+
     scorers = "+".join(config["scorers"])
-    return f"{config['dataset'].get('name', 'dataset')}-{scorers}"
+    name = f"{config['dataset'].get('name', 'dataset')}-{scorers}"
+    return f"{name} {job_label()}".strip()  # a sweep's jobs are told apart by their swept values
 
 
 def log(

@@ -25,6 +25,7 @@ from evalframe.journal import MANIFEST
 from evalframe.objective import Objective
 
 PARENT_RUN = "EVALFRAME_PARENT_RUN_ID"
+SWEPT = "EVALFRAME_SWEPT_KEYS"  # the keys a sweep varies (JSON list), for its jobs' run names
 OPTUNA_RESULTS = "optimization_results.yaml"  # written into the sweep directory by the Optuna sweeper
 
 
@@ -135,9 +136,33 @@ def check_objective(config: DictConfig) -> None:
         raise SystemExit(e.exit_code) from None
 
 
+def sweep_keys(config: DictConfig) -> list[str]:
+    """The keys a sweep varies: its sweeper's params (presets, Optuna) and the command line's sweep
+    overrides (`penalties.missing=0.05,0.3`, `range(...)`, `interval(...)`)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    keys = [str(k).lstrip("+~") for k in OmegaConf.select(config, "hydra.sweeper.params") or {}]
+    parsed = OverridesParser.create().parse_overrides(list(config.hydra.overrides.task))
+    keys += [o.get_key_element().lstrip("+~") for o in parsed if o.is_sweep_override()]
+    return list(dict.fromkeys(keys))
+
+
+def job_label() -> str:
+    """`penalties.missing=0.05 penalties.contradiction=1.0` for a sweep's job (its swept values), so
+    the jobs' MLflow runs are told apart by name; "" outside a sweep."""
+    from hydra.core.hydra_config import HydraConfig
+
+    keys = json.loads(os.environ.get(SWEPT) or "[]")
+    if not keys or not HydraConfig.initialized():
+        return ""
+    values = dict(o.lstrip("+~").split("=", 1) for o in HydraConfig.get().overrides.task if "=" in o)
+    return " ".join(f"{k}={values[k]}" for k in keys if k in values)
+
+
 class SweepCallback(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         check_objective(config)
+        os.environ[SWEPT] = json.dumps(sweep_keys(config))
         tracking = config.get("tracking") or {}
         if not tracking.get("enabled"):
             return
@@ -171,6 +196,7 @@ class SweepCallback(Callback):
             os.environ.get(PARENT_RUN),
             OmegaConf.select(config, "tracking.uri"),
         )
+        os.environ.pop(SWEPT, None)
         parent = os.environ.pop(PARENT_RUN, None)
         if parent:
             from evalframe import tracking as mlflow_tracking
