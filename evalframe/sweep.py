@@ -16,6 +16,19 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 PARENT_RUN = "EVALFRAME_PARENT_RUN_ID"
+EXIT_CODE = "exit_code"  # each job's exit code, in its directory
+worst_exit_code = 0  # of the last sweep's jobs, whichever process they ran in
+
+
+def record_exit_code(code: int) -> None:
+    """Leave a sweep job's exit code in its directory: with hydra/launcher=joblib the job runs in a
+    worker process, and the sweep's exit code (the worst job's) is decided in the main one."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    hydra_cfg = HydraConfig.get()
+    if hydra_cfg.mode == RunMode.MULTIRUN:
+        (Path(hydra_cfg.runtime.output_dir) / EXIT_CODE).write_text(str(code))
 
 
 class SweepCallback(Callback):
@@ -37,6 +50,9 @@ class SweepCallback(Callback):
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         from evalframe import report
 
+        global worst_exit_code
+        codes = [int(p.read_text()) for p in Path(config.hydra.sweep.dir).glob(f"*/{EXIT_CODE}")]
+        worst_exit_code = max([worst_exit_code, *codes])
         rows = []
         for manifest in sorted(Path(config.hydra.sweep.dir).glob("*/run.json")):
             data = json.loads(manifest.read_text())
