@@ -175,3 +175,34 @@ def test_a_failing_job_in_a_worker_process_fails_the_sweep(
     )
     assert "gate: FAILED" in result.stdout
     assert result.returncode == 1, result.stderr  # the worst job's code, though it ran in a worker
+
+
+@pytest.mark.slow
+def test_a_ray_sweep_on_a_local_ray_instance(judge_server: FakeLLMServer, tmp_path: Path) -> None:
+    result = run_cli(
+        [
+            "-m",
+            "scorer=answer_similarity",
+            *fake_model(judge_server),
+            "dataset.limit=4",
+            "penalties.missing=0.05,0.3",
+            "hydra/launcher=ray",
+            "+hydra.launcher.ray.init.num_cpus=2",
+        ],
+        cwd=tmp_path,
+        env={"OPENAI_API_KEY": "sk-x", "RAY_AUTH_MODE": "disabled"},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Ray Launcher is launching 2 jobs" in result.stdout + result.stderr
+    assert "Started a local Ray instance" in result.stdout + result.stderr
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("evalframe")
+    assert experiment is not None
+    runs = client.search_runs([experiment.experiment_id])
+    [parent] = [r for r in runs if r.data.tags.get("evalframe.sweep") == "true"]
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+    assert len(children) == 2
+    assert {c.data.params["penalties.missing"] for c in children} == {"0.05", "0.3"}
+    assert all(c.data.metrics["answer_similarity/scored"] == 4 for c in children)
