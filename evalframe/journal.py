@@ -20,7 +20,10 @@ from evalframe.results import ItemResult, ScoreResult, StepResult, Usage, to_jso
 RESULTS = "results.jsonl"
 MANIFEST = "run.json"
 # Keys that do not change what a run computes: a run may be resumed or re-logged with other values.
-_NOT_FINGERPRINTED = ("resume", "log_run", "tracking", "concurrency", "cache", "gate", "max_unscored_rate")
+_NOT_FINGERPRINTED = (
+    *("resume", "log_run", "tracking", "concurrency", "cache", "gate", "max_unscored_rate"),
+    *("window", "keep_items"),
+)
 
 
 def fingerprint(config: dict[str, Any]) -> str:
