@@ -107,6 +107,8 @@ async def _score_window(plan: Plan, ctx: Context, journal: Journal, todo: list[R
     """Produce the outputs of `todo`, score them with every scorer concurrently, and journal each
     item the moment its last scorer finishes."""
     items: dict[str, ItemResult] = {}
+    if not todo:  # a window finished before a resume: nothing to ask anyone
+        return items
     waiting: dict[str, set[str]] = {}
 
     def scored(scorer: str, row: Row, result: ScoreResult) -> None:

@@ -9,6 +9,7 @@ import json
 import math
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -35,7 +36,7 @@ def _dataset(path: Path, n: int, last: str | None = None) -> Path:
 def test_rows_are_read_lazily_one_at_a_time(tmp_path: Path) -> None:
     path = _dataset(tmp_path / "d.jsonl", 3, last="{not json")
     rows = iter(data.Rows.from_config({"path": str(path)}))
-    assert inspect.isgenerator(rows)
+    assert inspect.isgenerator(iter(data.Rows.from_config({"path": str(path)})))
     assert next(rows).id == "r0"  # the broken last line has not been read yet
     assert [r.id for r in (next(rows), next(rows))] == ["r1", "r2"]
     with pytest.raises(DataError, match=r"d\.jsonl, line 4: not valid JSON"):
@@ -97,7 +98,7 @@ def _evaluate(server: FakeLLMServer, out: Path, *extra: str) -> RunResult:
     return run.evaluate(compose(overrides), out)[0]
 
 
-def _journal(out: Path) -> list[dict[str, object]]:
+def _journal(out: Path) -> list[dict[str, Any]]:
     lines = (out / RESULTS).read_text(encoding="utf-8").splitlines()
     return [json.loads(line) for line in lines]
 
@@ -152,3 +153,21 @@ def test_a_large_run_logs_its_first_items_and_says_so(judge_server: FakeLLMServe
     assert len(table["data"]) == 4
     results = Path(client.download_artifacts(logged.info.run_id, RESULTS, str(tmp_path / "r")))
     assert len(results.read_text().splitlines()) == 28
+
+
+def test_resume_skips_finished_windows_and_counts_their_items(
+    judge_server: FakeLLMServer, tmp_path: Path
+) -> None:
+    overrides = ["scorer=answer_similarity", *fake_model(judge_server), "tracking=none", "cache=off"]
+    config = compose([*overrides, "dataset.limit=12", "window=4"])
+    full = run.evaluate(config, tmp_path / "out")[0]
+    all_calls = judge_server.count()
+    # As if killed after 6 items: the first window and half of the second are on disk.
+    journal = tmp_path / "out" / RESULTS
+    journal.write_text("".join(journal.read_text().splitlines(keepends=True)[:6]))
+    judge_server.reset()
+    resumed = run.evaluate(config, tmp_path / "out", resume_from=tmp_path / "out")[0]
+    assert 0 < judge_server.count() < all_calls
+    assert resumed.count == 12 and [i.id for i in resumed.items] == [i.id for i in full.items]
+    assert resumed.summaries["answer_similarity"].mean == full.summaries["answer_similarity"].mean
+    assert sorted(i["id"] for i in _journal(tmp_path / "out")) == sorted(i.id for i in full.items)
