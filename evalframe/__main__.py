@@ -15,10 +15,12 @@ _exit_code = 0
 
 @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
 def _task(cfg: DictConfig) -> float:
+    from evalframe import sweep
     from evalframe.run import main as run_main
 
     global _exit_code
     code, objective = run_main(cfg)
+    sweep.record_exit_code(code)  # a parallel sweep's job runs in another process: leave it on disk
     _exit_code = max(_exit_code, code)
     return objective  # what a sweeper optimises (Optuna reads the task's return value)
 
@@ -46,7 +48,9 @@ def main() -> None:
         # Hydra reports a bad command line (unknown option, bad override) with exit code 1, which
         # a CI pipeline would read as "gate failed": it is a usage error.
         raise SystemExit(2 if e.code == 1 else e.code) from None
-    sys.exit(_exit_code)
+    from evalframe import sweep
+
+    sys.exit(max(_exit_code, sweep.worst_exit_code))
 
 
 if __name__ == "__main__":

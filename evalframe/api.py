@@ -392,6 +392,8 @@ def _config(
         _merge(cfg, "target", {"fn": target})
     with open_dict(cfg):
         cfg.merge_with({"concurrency": concurrency, **_given(reason=reason)})
+        if in_memory:  # the rows are in memory already: Evaluation.items holds every one of them
+            cfg.merge_with({"keep_items": None})
     try:
         resolved = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
     except MissingMandatoryValue as e:

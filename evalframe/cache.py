@@ -4,14 +4,22 @@ LiteLLM's own disk cache is broken in 1.106 and gone in 1.109, so this is ours: 
 mode, so several processes of a joblib sweep can read and write at once). Only validated replies are
 stored, never errors or unparseable text, so a bad reply is asked again next time. Penalty weights are
 not part of any prompt, so a penalty sweep re-scores from cached replies without a single model call.
+
+Parallel sweeps (`hydra/launcher=joblib`) start several jobs at once on the same requests. So that
+each request is still asked once, a process claims a request before asking (a row in `pending`,
+inserted with INSERT OR IGNORE: exactly one process wins); the others wait for the reply to land.
+A claim whose process died (same host, pid gone) or that is older than the caller's patience is
+taken over, so a killed job never blocks the others.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
 import random
+import socket
 import sqlite3
 import threading
 import time
@@ -43,11 +51,17 @@ class Cache:
         self.mode = mode
         self.path = Path(directory or default_dir()).expanduser() / "replies.sqlite"
         self._local = threading.local()
+        self.host = socket.gethostname()
         if mode != "off":
             try:
-                self._db().execute(
+                db = self._db()
+                db.execute(
                     "CREATE TABLE IF NOT EXISTS replies"
                     " (key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL)"
+                )
+                db.execute(
+                    "CREATE TABLE IF NOT EXISTS pending"
+                    " (key TEXT PRIMARY KEY, host TEXT NOT NULL, pid INTEGER NOT NULL, claimed REAL NOT NULL)"
                 )
             except sqlite3.Error as e:
                 raise ConfigError(
@@ -82,13 +96,76 @@ class Cache:
     def put(self, k: str, value: dict[str, Any]) -> None:
         if self.mode not in ("readwrite", "write"):
             return
-        self._db().execute(
+        db = self._db()
+        db.execute(
             "INSERT OR REPLACE INTO replies (key, value, created) VALUES (?, ?, ?)",
             (k, json.dumps(value, ensure_ascii=False), time.time()),
         )
+        if self.mode == "readwrite":
+            self.release(k)  # after the reply: a waiter never sees neither
+
+    async def claim(self, k: str, patience: float) -> dict[str, Any] | None:
+        """Before asking the model for `k`: None if this process should ask (it then holds the claim
+        until put() or release()), or the reply another process got while this one waited.
+
+        Only `cache=readwrite` shares replies between processes; other modes always ask. A claim
+        older than `patience` seconds, or held by a process that no longer exists, is taken over.
+        """
+        if self.mode != "readwrite":
+            return None
+        delay = 0.02
+        while True:
+            if self._try_claim(k):
+                hit = self.get(k)  # it may have landed between the caller's miss and the claim
+                if hit is not None:
+                    self.release(k)
+                return hit
+            hit = self.get(k)
+            if hit is not None:
+                return hit
+            self._drop_stale(k, patience)
+            await asyncio.sleep(delay)
+            delay = min(delay * 1.5, 0.5)
+
+    def release(self, k: str) -> None:
+        """Give up this process's claim on `k` (the request failed, or its reply is stored)."""
+        if self.mode == "readwrite":
+            self._db().execute(
+                "DELETE FROM pending WHERE key = ? AND host = ? AND pid = ?", (k, self.host, os.getpid())
+            )
+
+    def _try_claim(self, k: str) -> bool:
+        cursor = self._db().execute(
+            "INSERT OR IGNORE INTO pending (key, host, pid, claimed) VALUES (?, ?, ?, ?)",
+            (k, self.host, os.getpid(), time.time()),
+        )
+        return cursor.rowcount == 1
+
+    def _drop_stale(self, k: str, patience: float) -> None:
+        row = self._db().execute("SELECT host, pid, claimed FROM pending WHERE key = ?", (k,)).fetchone()
+        if row is None:
+            return
+        host, pid, claimed = row
+        dead = host == self.host and not _alive(pid)
+        if dead or time.time() - claimed > patience:
+            # Only that very claim: if another waiter took over meanwhile, its claim stands.
+            self._db().execute(
+                "DELETE FROM pending WHERE key = ? AND host = ? AND pid = ? AND claimed = ?",
+                (k, host, pid, claimed),
+            )
 
     def before_asking(self, step: str, model: str) -> None:
         """Called when a request is about to go to the model (no stored reply served it)."""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by another user
+        return True
+    return True
 
 
 class ReplayMiss(ConfigError):

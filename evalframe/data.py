@@ -1,19 +1,21 @@
 """Datasets: read rows from JSONL or CSV through a column mapping, and validate them all up front.
 
 Every row is checked before the first model call, and an error names the file, the line and the
-field, so a typo in row 900 never costs 899 rows of judge calls.
+field, so a typo in row 900 never costs 899 rows of judge calls. Rows are streamed from the file,
+never loaded whole, so a dataset's size does not set a run's memory.
 """
 
 from __future__ import annotations
 
 import csv
+import itertools
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalframe.errors import DataError
+from evalframe.errors import ConfigError, DataError
 from evalframe.paths import RESOURCES_DIR, SAMPLE_DATASET
 
 FIELDS = ("id", "input", "ground_truth", "output")
@@ -95,8 +97,9 @@ def _human(record: dict[str, Any], column: str | None, where: str) -> float | No
         ) from None
 
 
-def load_rows(cfg: Mapping[str, Any]) -> list[Row]:
-    """Read the dataset described by the `dataset` config group."""
+def _read(cfg: Mapping[str, Any]) -> Iterator[Row]:
+    """The rows of the dataset described by the `dataset` config group, one at a time, each checked:
+    the file is never held in memory (ids are, to catch duplicates)."""
     fmt = cfg.get("format", "jsonl")
     if fmt not in ("jsonl", "csv"):
         raise DataError(f"dataset.format={fmt!r} is not supported; use jsonl or csv")
@@ -104,10 +107,9 @@ def load_rows(cfg: Mapping[str, Any]) -> list[Row]:
     columns = {name: (cfg.get("columns") or {}).get(name, name) for name in FIELDS}
     human_column = cfg.get("human_score")
     limit = cfg.get("limit")
-    rows: list[Row] = []
     seen: dict[str, int] = {}
     for line, record in _records(path, fmt):
-        if limit is not None and len(rows) >= limit:
+        if limit is not None and len(seen) >= limit:
             break
         where = f"{path}, line {line}"
         question = ""
@@ -128,23 +130,80 @@ def load_rows(cfg: Mapping[str, Any]) -> list[Row]:
                 f"{where}: id {row_id!r} repeats the id of line {seen[row_id]}; ids must be unique"
             )
         seen[row_id] = line
-        rows.append(
-            Row(
-                id=row_id,
-                input=question,
-                ground_truth=_text(record.get(columns["ground_truth"])),
-                output=_text(record.get(columns["output"])),
-                line=line,
-                extra=record,
-                human=_human(record, human_column, where),
-            )
+        yield Row(
+            id=row_id,
+            input=question,
+            ground_truth=_text(record.get(columns["ground_truth"])),
+            output=_text(record.get(columns["output"])),
+            line=line,
+            extra=record,
+            human=_human(record, human_column, where),
         )
+
+
+def windows(rows: Iterable[Row], size: int) -> Iterator[list[Row]]:
+    """Consecutive lists of at most `size` rows."""
+    if size < 1:
+        raise ConfigError(f"window={size}: a window must hold at least one row")
+    iterator = iter(rows)
+    while window := list(itertools.islice(iterator, size)):
+        yield window
+
+
+class Rows:
+    """The rows of a run, read as a stream: a dataset file is read once to validate every row
+    (before any model call) and once more, window by window, to score them. Memory holds one window,
+    not the dataset, so a 100,000-row file costs what a 2,000-row one does."""
+
+    def __init__(self, read: Callable[[], Iterator[Row]], source: str):
+        self._read = read
+        self.source = source  # named in error messages
+        self.count: int | None = None  # known once validate() has read them all
+
+    @classmethod
+    def from_config(cls, cfg: Mapping[str, Any]) -> Rows:
+        return cls(lambda: _read(cfg), str(resolve_path(cfg.get("path"))))
+
+    @classmethod
+    def of(cls, rows: list[Row], source: str = "rows") -> Rows:
+        """Rows already in memory."""
+        return cls(lambda: iter(rows), source)
+
+    def __iter__(self) -> Iterator[Row]:
+        return self._read()
+
+    def __len__(self) -> int:
+        if self.count is None:
+            raise RuntimeError("Rows.validate() first: the number of rows is known once all are read")
+        return self.count
+
+    def windows(self, size: int) -> Iterator[list[Row]]:
+        return windows(self, size)
+
+    def validate(self, check: Callable[[list[Row]], None], size: int = 2000) -> Row:
+        """Read every row once, passing each window to `check` (which raises DataError); returns the
+        first row (scorers check their prompts against it). Fails on an empty dataset."""
+        count, first = 0, None
+        for window in self.windows(size):
+            check(window)
+            first = first or window[0]
+            count += len(window)
+        if first is None:
+            raise DataError(f"dataset {self.source} has no rows")
+        self.count = count
+        return first
+
+
+def load_rows(cfg: Mapping[str, Any]) -> list[Row]:
+    """Read the whole dataset described by the `dataset` config group into memory (small datasets,
+    tests); a run streams them through Rows instead."""
+    rows = list(_read(cfg))
     if not rows:
-        raise DataError(f"dataset {path} has no rows")
+        raise DataError(f"dataset {resolve_path(cfg.get('path'))} has no rows")
     return rows
 
 
-def require(rows: list[Row], path: str, field_name: str, why: str) -> None:
+def require(rows: Iterable[Row], path: str, field_name: str, why: str) -> None:
     """Fail before any model call if a row lacks a field a scorer or target needs."""
     for row in rows:
         if getattr(row, field_name) is None:

@@ -8,6 +8,7 @@ Checked in this order, because a mean over mostly unscored items would be meanin
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -62,7 +63,7 @@ def evaluate(result: RunResult, gate: Mapping[str, Any], max_unscored_rate: floa
         checks.append(Check(name, "mean score", f">= {minimum:g}", mean, mean >= minimum))  # NaN fails
     for name, minimum in _thresholds(gate, "min_pass_rate").items():
         threshold = _pass_threshold(gate, name)
-        scores = [i.scores[name].score for i in result.items if i.scores[name].scored]
+        scores = [s for s in result.scores[name] if not math.isnan(s)]  # every item, kept or not
         rate = sum(s >= threshold for s in scores) / len(scores) if scores else 0.0
         checks.append(
             Check(name, f"pass rate (score >= {threshold:g})", f">= {minimum:g}", rate, rate >= minimum)

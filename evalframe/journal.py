@@ -22,14 +22,8 @@ RESULTS = "results.jsonl"
 MANIFEST = "run.json"
 # Keys that do not change what a run computes: a run may be resumed or re-logged with other values.
 _NOT_FINGERPRINTED = (
-    "resume",
-    "log_run",
-    "tracking",
-    "concurrency",
-    "cache",
-    "gate",
-    "max_unscored_rate",
-    "objective",
+    *("resume", "log_run", "tracking", "concurrency", "cache", "gate", "max_unscored_rate", "objective"),
+    *("window", "keep_items"),
 )
 
 

@@ -279,8 +279,16 @@ class LLM:
         try:
             step = self._from_cache(k, step_name, messages, validate)
             if step is None:
+                # Another process of a parallel sweep may be asking the same thing: wait for its reply.
+                hit = await self.cache.claim(k, patience=self._patience())
+                step = self._validated(hit, step_name, messages, validate) if hit else None
+            if step is None:
                 self.cache.before_asking(step_name, self.settings.name)  # a replay raises here instead
-                step = await ask()
+                try:
+                    step = await ask()
+                finally:
+                    if step is None or not step.ok:
+                        self.cache.release(k)  # let a waiting process ask instead
                 if step.ok:  # errors and unparseable replies are never cached: they are asked again
                     self.cache.put(k, {"raw": step.raw})
             step.key = k
@@ -294,8 +302,16 @@ class LLM:
         self, k: str, step_name: str, messages: list[Message], validate: Validate
     ) -> StepResult | None:
         hit = self.cache.get(k)
-        if hit is None:
-            return None
+        return self._validated(hit, step_name, messages, validate) if hit else None
+
+    def _patience(self) -> float:
+        """How long another process may hold a claim on a request before this one asks itself: the
+        longest a live process can take to get its reply (every attempt timing out, plus backoff)."""
+        return (self.settings.timeout + 30.0) * (self.settings.max_retries + 1)
+
+    def _validated(
+        self, hit: dict[str, Any], step_name: str, messages: list[Message], validate: Validate
+    ) -> StepResult | None:
         if hit.get("error"):  # only a replay stores failures: the logged run could not use this reply
             self.stats.hits += 1
             return StepResult(

@@ -50,7 +50,7 @@ def _fmt(value: float, digits: int = 3) -> str:
 
 
 def summary(result: RunResult, saved: Path, stats: Stats) -> None:
-    table = Table(title=f"evalframe: {len(result.items)} items")
+    table = Table(title=f"evalframe: {result.count} items")
     for column in ("scorer", "mean", "std", "min", "max", "scored", "unscored", "cost $"):
         table.add_column(column, justify="left" if column == "scorer" else "right")
     for name, s in result.summaries.items():

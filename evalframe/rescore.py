@@ -225,7 +225,7 @@ def score(config: dict[str, Any], items: list[ItemResult], source: str) -> tuple
         limiter=asyncio.Semaphore(int(config.get("concurrency", 8))),
         cache=Replay(replies(items), cosines(items)),
     )
-    plan = Plan(config, StoredOutputs(items), scorers, rows)
+    plan = Plan(config, StoredOutputs(items), scorers, data.Rows.of(rows, source))
     return run_async(execute(plan, ctx, _Held(Path(".")), [])), ctx
 
 

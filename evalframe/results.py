@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 import statistics
+from array import array
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -107,8 +109,13 @@ class ScorerSummary:
 
     @classmethod
     def of(cls, results: list[ScoreResult]) -> ScorerSummary:
-        """Aggregate over scored items only: an unscored item is counted, never averaged in as 0."""
-        values = [r.score for r in results if r.scored]
+        return cls.of_scores([r.score for r in results], sum(r.usage.cost for r in results))
+
+    @classmethod
+    def of_scores(cls, scores: Iterable[float], cost: float) -> ScorerSummary:
+        """Aggregate over scored items only: an unscored item (NaN) is counted, never averaged in as 0."""
+        every = list(scores)
+        values = [v for v in every if not math.isnan(v)]
         nan = math.nan
         return cls(
             mean=statistics.fmean(values) if values else nan,
@@ -116,32 +123,53 @@ class ScorerSummary:
             min=min(values) if values else nan,
             max=max(values) if values else nan,
             scored=len(values),
-            unscored=len(results) - len(values),
-            cost=sum(r.usage.cost for r in results),
+            unscored=len(every) - len(values),
+            cost=cost,
         )
 
 
 @dataclass
 class RunResult:
+    """A run's results. Aggregates (scores per scorer, human scores, cost, usage) cover every item and
+    cost 8 bytes per item and scorer; `items` holds the items themselves, all of them unless `keep`
+    caps it (a large run keeps the first `keep`: every item is in its results.jsonl anyway)."""
+
     items: list[ItemResult]
     scorers: list[str]
     agreement: dict[str, dict[str, float]] = field(default_factory=dict)  # scorer -> metric -> value
     objective: Objective | None = None  # the number a sweep ranks by (objective.py); set once scored
     run_id: str | None = None  # the MLflow run it was logged to, if it was
+    keep: int | None = None
+    count: int = field(default=0, init=False)  # items in the run, kept or not
+    scores: dict[str, array[float]] = field(default_factory=dict, init=False)  # NaN: unscored
+    human: array[float] = field(default_factory=lambda: array("d"), init=False)  # NaN: none
+    usage: Usage = field(default_factory=Usage, init=False)
+    _costs: dict[str, float] = field(default_factory=dict, init=False)
+
+    def __post_init__(self) -> None:
+        given, self.items = self.items, []
+        for name in self.scorers:
+            self.scores[name], self._costs[name] = array("d"), 0.0
+        for item in given:
+            self.add(item)
+
+    def add(self, item: ItemResult) -> None:
+        """Count one finished item in the aggregates (and keep it, unless `keep` items are kept)."""
+        self.count += 1
+        for name in self.scorers:
+            result = item.scores[name]
+            self.scores[name].append(result.score)
+            self._costs[name] += result.usage.cost
+            self.usage += result.usage
+        if item.target_step:
+            self.usage += item.target_step.usage
+        self.human.append(math.nan if item.human is None else item.human)
+        if self.keep is None or len(self.items) < self.keep:
+            self.items.append(item)
 
     @property
     def summaries(self) -> dict[str, ScorerSummary]:
-        return {name: ScorerSummary.of([i.scores[name] for i in self.items]) for name in self.scorers}
-
-    @property
-    def usage(self) -> Usage:
-        total = Usage()
-        for item in self.items:
-            if item.target_step:
-                total += item.target_step.usage
-            for result in item.scores.values():
-                total += result.usage
-        return total
+        return {name: ScorerSummary.of_scores(self.scores[name], self._costs[name]) for name in self.scorers}
 
     def metrics(self) -> dict[str, float]:
         """Aggregate metrics, named `<scorer>/<statistic>` (NaN statistics are left out)."""

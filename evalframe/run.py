@@ -37,7 +37,7 @@ class Plan:
     config: dict[str, Any]
     target: Target
     scorers: dict[str, Scorer]
-    rows: list[data.Row]
+    rows: data.Rows  # validated; read again window by window when the run executes
 
 
 @dataclass
@@ -84,26 +84,49 @@ def plan(config: dict[str, Any], given: Given | None = None) -> Plan:
     for model in {m for s in scorers.values() for m in s.models()}:
         model.check_credentials("model")
     if given.rows is not None:
-        rows, source = given.rows, given.source
+        rows = data.Rows.of(given.rows, given.source)
     else:
-        rows = data.load_rows(config["dataset"])
-        source = str(data.resolve_path(config["dataset"].get("path")))
-    target.validate(rows, source)
-    for scorer in scorers.values():
-        if scorer.require_ground_truth:
+        rows = data.Rows.from_config(config["dataset"])
+    needs_truth = [name for name, scorer in scorers.items() if scorer.require_ground_truth]
+
+    def check(window: list[Row]) -> None:
+        target.validate(window, rows.source)
+        for name in needs_truth:
             data.require(
-                rows, source, "ground_truth", f"scorer {scorer.name} requires (require_ground_truth=true)"
+                window, rows.source, "ground_truth", f"scorer {name} requires (require_ground_truth=true)"
             )
-        scorer.validate(rows[0])
+
+    first = rows.validate(check, window_size(config))  # the whole file, one pass, before any call
+    for scorer in scorers.values():
+        scorer.validate(first)
     return Plan(config, target, scorers, rows)
 
 
-async def execute(plan: Plan, ctx: Context, journal: Journal, done: list[ItemResult]) -> RunResult:
-    """Produce the outputs of the rows not yet done, score them with every scorer concurrently, and
-    journal each item the moment its last scorer finishes."""
+def window_size(config: Mapping[str, Any]) -> int:
+    return int(config.get("window") or 2000)
+
+
+async def execute(
+    plan: Plan, ctx: Context, journal: Journal, done: list[ItemResult], keep: int | None = None
+) -> RunResult:
+    """Score the rows window by window (`window` rows at a time): memory holds one window's rows and
+    items plus the run's aggregates, whatever the dataset's size. Items already done (resume) are
+    counted, not redone; `keep` caps the items the result holds (all are in results.jsonl)."""
     finished = {item.id: item for item in done}
-    todo = [row for row in plan.rows if row.id not in finished]
+    result = RunResult(items=[], scorers=list(plan.scorers), keep=keep)
+    for rows in plan.rows.windows(window_size(plan.config)):
+        items = await _score_window(plan, ctx, journal, [row for row in rows if row.id not in finished])
+        for row in rows:
+            result.add(finished.pop(row.id) if row.id in finished else items[row.id])
+    return result
+
+
+async def _score_window(plan: Plan, ctx: Context, journal: Journal, todo: list[Row]) -> dict[str, ItemResult]:
+    """Produce the outputs of `todo`, score them with every scorer concurrently, and journal each
+    item the moment its last scorer finishes."""
     items: dict[str, ItemResult] = {}
+    if not todo:  # a window finished before a resume: nothing to ask anyone
+        return items
     waiting: dict[str, set[str]] = {}
 
     def scored(scorer: str, row: Row, result: ScoreResult) -> None:
@@ -136,8 +159,7 @@ async def execute(plan: Plan, ctx: Context, journal: Journal, done: list[ItemRes
         else:
             ready.append((row, output))
     await asyncio.gather(*(scorer.score(ready, ctx) for scorer in plan.scorers.values()))
-    ordered = [finished.get(row.id) or items[row.id] for row in plan.rows]
-    return RunResult(items=ordered, scorers=list(plan.scorers))
+    return items
 
 
 def run_async(coro: Coroutine[Any, Any, T]) -> T:
@@ -152,14 +174,14 @@ def run_async(coro: Coroutine[Any, Any, T]) -> T:
 
 def with_agreement(result: RunResult, config: Mapping[str, Any]) -> RunResult:
     """Compare every scorer with the dataset's human scores, when it has them."""
-    human = [math.nan if i.human is None else i.human for i in result.items]
+    human = list(result.human)
     if all(math.isnan(h) for h in human):
         return result
     from evalframe.agreement import agreement
 
     dataset = config.get("dataset") or {}
     for name in result.scorers:
-        scores = [i.scores[name].score for i in result.items]
+        scores = list(result.scores[name])
         result.agreement[name] = agreement(
             scores, human, dataset.get("human_range") or (0, 1), float(config.get("agreement_threshold", 0.5))
         )
@@ -256,7 +278,7 @@ def evaluate(
     try:
         with report.progress(todo * (len(p.scorers) + p.target.reports_progress), ctx.stats) as advance:
             ctx.advance = advance
-            result = run_async(execute(p, ctx, journal, done))
+            result = run_async(execute(p, ctx, journal, done, keep_items(config)))
     except KeyboardInterrupt:
         journal.close()
         print(
@@ -276,6 +298,12 @@ def evaluate(
     return result, code or logged
 
 
+def keep_items(config: Mapping[str, Any]) -> int | None:
+    """How many items a result holds for MLflow's table, reasons.md and prompts.jsonl (null: all)."""
+    keep = config.get("keep_items", 10000)
+    return None if keep is None else int(keep)
+
+
 def log_saved_run(directory: Path, config: dict[str, Any]) -> int:
     """`log_run=DIR`: log a run that finished while MLflow was unreachable."""
     journal = Journal(directory)
@@ -289,7 +317,9 @@ def log_saved_run(directory: Path, config: dict[str, Any]) -> int:
     # Log where the current command says (tracking.uri=...), with the run's own config otherwise.
     saved["tracking"] = {**saved.get("tracking", {}), **config.get("tracking", {}), "enabled": True}
     items = read_items(journal.path)
-    result = with_agreement(RunResult(items=items, scorers=list(saved["scorers"])), saved)
+    result = with_agreement(
+        RunResult(items=items, scorers=list(saved["scorers"]), keep=keep_items(saved)), saved
+    )
     result.objective = objectives.from_json(manifest.get("objective"))
     print(f"logging {len(items)} items from {journal.path}", file=sys.stderr)
     return log(result, saved, journal.path, manifest.get("overrides"))

@@ -27,6 +27,8 @@ from evalframe.objective import Objective
 PARENT_RUN = "EVALFRAME_PARENT_RUN_ID"
 SWEPT = "EVALFRAME_SWEPT_KEYS"  # the keys a sweep varies (JSON list), for its jobs' run names
 OPTUNA_RESULTS = "optimization_results.yaml"  # written into the sweep directory by the Optuna sweeper
+EXIT_CODE = "exit_code"  # each job's exit code, in its directory
+worst_exit_code = 0  # of the last sweep's jobs, whichever process they ran in
 
 
 @dataclass
@@ -159,6 +161,17 @@ def job_label() -> str:
     return " ".join(f"{k}={values[k]}" for k in keys if k in values)
 
 
+def record_exit_code(code: int) -> None:
+    """Leave a sweep job's exit code in its directory: with hydra/launcher=joblib the job runs in a
+    worker process, and the sweep's exit code (the worst job's) is decided in the main one."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    hydra_cfg = HydraConfig.get()
+    if hydra_cfg.mode == RunMode.MULTIRUN:
+        (Path(hydra_cfg.runtime.output_dir) / EXIT_CODE).write_text(str(code))
+
+
 class SweepCallback(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         check_objective(config)
@@ -180,7 +193,10 @@ class SweepCallback(Callback):
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         from evalframe import html_report, report
 
+        global worst_exit_code
         sweep_dir = Path(config.hydra.sweep.dir)
+        codes = [int(p.read_text()) for p in sweep_dir.glob(f"*/{EXIT_CODE}")]
+        worst_exit_code = max([worst_exit_code, *codes])
         jobs = read_jobs(sweep_dir)
         objective = objective_of(config, jobs)
         params = OmegaConf.select(config, "hydra.sweeper.params") or {}

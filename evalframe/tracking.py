@@ -49,6 +49,8 @@ def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
 def reasons_report(result: RunResult) -> str:
     """A human-readable Markdown report of every item's score and reason."""
     lines = ["# Reasons", ""]
+    if len(result.items) < result.count:
+        lines += [f"The first {len(result.items)} of {result.count} items; all are in results.jsonl.", ""]
     for item in result.items:
         lines += [
             f"## {item.id}",
@@ -126,6 +128,10 @@ def log_run(
             metrics["objective"] = objective.value
     with mlflow.start_run(run_name=run_name, tags=nesting) as run:
         mlflow.set_tags(dict(tags))
+        if len(result.items) < result.count:
+            # A large run's table, reasons.md and prompts.jsonl show its first items (keep_items);
+            # results.jsonl, logged below, holds every one.
+            mlflow.set_tag("evalframe.items_shown", f"{len(result.items)} of {result.count}")
         mlflow.log_params(flatten(safe))
         mlflow.log_metrics(metrics)
         mlflow.log_table(data=result.table(), artifact_file="items.json")

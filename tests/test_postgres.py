@@ -1,0 +1,211 @@
+"""Team tracking: a sweep logged to a real `mlflow server` backed by a real PostgreSQL server, and read
+back with MlflowClient and straight from PostgreSQL.
+
+The test set-up installs PostgreSQL (Debian package) if needed, creates a throw-away cluster in a
+temporary directory and runs it on 127.0.0.1 on a free port; everything is stopped even on failure.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from evalframe.testserver import FakeLLMServer
+from tests.conftest import fake_model, run_cli
+from tests.system_packages import ensure
+
+pytestmark = pytest.mark.slow
+
+USER = "evalframe"
+DATABASE = "mlflow"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _bin_dir() -> Path | None:
+    """Debian keeps the server binaries in /usr/lib/postgresql/<version>/bin: take the newest."""
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=lambda p: int(Path(p).parts[4]))
+    return Path(found[-1]).parent if found else None
+
+
+def _as_owner(command: list[str]) -> list[str]:
+    """PostgreSQL refuses to run as root: run its server commands as the `postgres` user then."""
+    return ["runuser", "-u", "postgres", "--", *command] if os.geteuid() == 0 else command
+
+
+@dataclass
+class Postgres:
+    bin: Path
+    data: Path
+    port: int
+
+    @property
+    def uri(self) -> str:
+        return f"postgresql://{USER}@127.0.0.1:{self.port}/{DATABASE}"
+
+
+def _run(command: list[str], **kwargs: object) -> None:
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False, **kwargs)  # type: ignore[call-overload]
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[Postgres]:
+    installed = _bin_dir()
+    # No version directory yet: name a path that cannot exist, so ensure() installs the package.
+    ensure(["postgresql"], [str(installed / "initdb") if installed else "/usr/lib/postgresql/none"])
+    bin_dir = _bin_dir()
+    assert bin_dir is not None, "postgresql is installed but /usr/lib/postgresql/*/bin/initdb is not there"
+    # Not under pytest's base temp: that is private to the current user, and the server may run as postgres.
+    root = Path(tempfile.mkdtemp(prefix="evalframe-pg-"))
+    data, sockets = root / "data", root / "sockets"
+    sockets.mkdir()
+    if os.geteuid() == 0:
+        shutil.chown(root, "postgres", "postgres")
+        shutil.chown(sockets, "postgres", "postgres")
+    pg = Postgres(bin_dir, data, _free_port())
+    try:
+        # Trust authentication on a throw-away cluster that listens on 127.0.0.1 only.
+        _run(_as_owner([str(bin_dir / "initdb"), "-D", str(data), "-U", USER, "--auth=trust", "-E", "UTF8"]))
+        options = f"-h 127.0.0.1 -p {pg.port} -k {sockets}"
+        _run(
+            _as_owner(
+                [
+                    str(bin_dir / "pg_ctl"),
+                    "start",
+                    "-w",
+                    "-D",
+                    str(data),
+                    "-l",
+                    str(root / "log"),
+                    "-o",
+                    options,
+                ]
+            )
+        )
+        _run([str(bin_dir / "createdb"), "-h", "127.0.0.1", "-p", str(pg.port), "-U", USER, DATABASE])
+        yield pg
+    finally:
+        if (data / "postmaster.pid").exists():
+            subprocess.run(
+                _as_owner([str(bin_dir / "pg_ctl"), "stop", "-w", "-m", "fast", "-D", str(data)]),
+                capture_output=True,
+                timeout=120,
+                check=False,
+            )
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def mlflow_server(postgres: Postgres, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """`mlflow server` on the PostgreSQL database, as a team would run it; yields its URL."""
+    port = _free_port()
+    artifacts = tmp_path_factory.mktemp("artifacts")
+    log = (tmp_path_factory.mktemp("mlflow-server") / "server.log").open("w")
+    command = [
+        *(sys.executable, "-m", "mlflow", "server"),
+        *("--backend-store-uri", postgres.uri),
+        *("--artifacts-destination", str(artifacts)),
+        *("--host", "127.0.0.1", "--port", str(port), "--workers", "1"),
+    ]
+    # No background job workers (GenAI evaluation jobs): eight processes this test does not use.
+    env = {
+        **os.environ,
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
+    }
+    env.pop("MLFLOW_TRACKING_URI", None)
+    server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 180  # the first start creates MLflow's tables in PostgreSQL
+        while True:
+            with contextlib.suppress(OSError), urllib.request.urlopen(f"{url}/health", timeout=5) as reply:
+                if reply.status == 200:
+                    break
+            if server.poll() is not None or time.monotonic() > deadline:
+                log.flush()
+                raise RuntimeError(f"mlflow server did not start:\n{Path(log.name).read_text()[-3000:]}")
+            time.sleep(0.5)
+        yield url
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(server.pid, signal.SIGTERM)  # the server and its workers
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait(timeout=30)
+        log.close()
+
+
+def test_a_sweep_logged_to_a_postgres_backed_mlflow_server(
+    judge_server: FakeLLMServer, postgres: Postgres, mlflow_server: str, tmp_path: Path
+) -> None:
+    result = run_cli(
+        [
+            "-m",
+            "scorer=answer_similarity",
+            *fake_model(judge_server),
+            "dataset.limit=4",
+            f"tracking.uri={mlflow_server}",
+            "tracking.experiment=team",
+            "penalties.missing=0.05,0.3",
+            "penalties.contradiction=1.0",
+        ],
+        cwd=tmp_path,
+        env={"OPENAI_API_KEY": "sk-x"},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"{mlflow_server}/#/experiments/" in result.stdout
+    assert not (tmp_path / "mlflow.db").exists()  # nothing went to a local store
+
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=mlflow_server)
+    experiment = client.get_experiment_by_name("team")
+    assert experiment is not None
+    runs = client.search_runs([experiment.experiment_id])
+    [parent] = [r for r in runs if r.data.tags.get("evalframe.sweep") == "true"]
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+    assert len(runs) == 3 and len(children) == 2 and parent.info.status == "FINISHED"
+    assert {c.data.params["penalties.missing"] for c in children} == {"0.05", "0.3"}
+    for child in children:
+        assert child.data.metrics["answer_similarity/scored"] == 4
+        assert 0 <= child.data.metrics["answer_similarity/mean"] <= 1
+        artifacts = {a.path for a in client.list_artifacts(child.info.run_id)}
+        assert {"items.json", "results.jsonl", "config.yaml"} <= artifacts
+
+    # The rows really are in PostgreSQL.
+    import psycopg
+
+    with psycopg.connect(postgres.uri) as db, db.cursor() as cursor:
+        cursor.execute(
+            "SELECT COUNT(*) FROM runs JOIN experiments USING (experiment_id) WHERE experiments.name = %s",
+            ("team",),
+        )
+        assert cursor.fetchone() == (3,)
+        cursor.execute(
+            "SELECT COUNT(*) FROM metrics WHERE key = 'answer_similarity/mean' AND run_uuid = ANY(%s)",
+            ([c.info.run_id for c in children],),
+        )
+        assert cursor.fetchone() == (2,)

@@ -1,0 +1,173 @@
+"""Large datasets: rows stream from the file, are all validated before the first model call, and are
+scored window by window with the same results as in one window; the result keeps aggregates of
+every item and at most `keep_items` items."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evalframe import data, run
+from evalframe.errors import DataError
+from evalframe.journal import RESULTS
+from evalframe.paths import SAMPLE_DATASET
+from evalframe.results import RunResult
+from evalframe.testserver import FakeLLMServer
+from tests.conftest import compose, fake_model
+
+
+def _dataset(path: Path, n: int, last: str | None = None) -> Path:
+    lines = [
+        json.dumps(
+            {"id": f"r{i}", "input": f"Q{i}?", "ground_truth": f"Answer {i}.", "output": f"Answer {i}."}
+        )
+        for i in range(n)
+    ]
+    path.write_text("\n".join([*lines, *([last] if last else [])]) + "\n", encoding="utf-8")
+    return path
+
+
+def test_rows_are_read_lazily_one_at_a_time(tmp_path: Path) -> None:
+    path = _dataset(tmp_path / "d.jsonl", 3, last="{not json")
+    rows = iter(data.Rows.from_config({"path": str(path)}))
+    assert inspect.isgenerator(iter(data.Rows.from_config({"path": str(path)})))
+    assert next(rows).id == "r0"  # the broken last line has not been read yet
+    assert [r.id for r in (next(rows), next(rows))] == ["r1", "r2"]
+    with pytest.raises(DataError, match=r"d\.jsonl, line 4: not valid JSON"):
+        next(rows)
+
+
+def test_windows_cover_every_row_once_in_order() -> None:
+    rows = data.Rows.from_config({"path": None})
+    windows = list(rows.windows(5))
+    assert [len(w) for w in windows[:-1]] == [5] * (len(windows) - 1) and 1 <= len(windows[-1]) <= 5
+    assert [r.id for w in windows for r in w] == [r.id for r in data.load_rows({"path": None})]
+    with pytest.raises(Exception, match="at least one row"):
+        next(rows.windows(0))
+
+
+def test_validate_reads_every_window_and_counts() -> None:
+    rows = data.Rows.from_config({"path": str(SAMPLE_DATASET), "limit": 10})
+    seen: list[int] = []
+    first = rows.validate(lambda window: seen.append(len(window)), 4)
+    assert seen == [4, 4, 2] and len(rows) == 10 and first.id == next(iter(rows)).id
+
+
+@pytest.mark.parametrize(
+    "last, message",
+    [
+        ("{not json", "line 7: not valid JSON"),
+        (
+            json.dumps({"id": "r1", "input": "Q?", "ground_truth": "A", "output": "A"}),
+            "line 7: id 'r1' repeats",
+        ),
+        (json.dumps({"id": "x", "input": "Q?", "output": "A"}), r"line 7 \(id x\): no ground_truth"),
+        (json.dumps({"id": "x", "input": "Q?", "ground_truth": "A"}), r"line 7 \(id x\): no output"),
+    ],
+)
+def test_an_error_on_the_last_line_stops_the_run_before_any_call(
+    last: str, message: str, judge_server: FakeLLMServer, tmp_path: Path
+) -> None:
+    path = _dataset(tmp_path / "d.jsonl", 6, last=last)
+    config = compose(
+        [
+            *(
+                "scorer=answer_similarity",
+                "tracking=none",
+                "dataset=jsonl",
+                f"dataset.path={path}",
+                "window=2",
+            ),
+            *fake_model(judge_server),
+        ]
+    )
+    with pytest.raises(DataError, match=message):
+        run.evaluate(config, tmp_path / "out")
+    assert judge_server.count() == 0
+    assert not (tmp_path / "out" / RESULTS).exists()
+
+
+def _evaluate(server: FakeLLMServer, out: Path, *extra: str) -> RunResult:
+    overrides = ["scorer=[answer_similarity,token_f1]", *fake_model(server), "tracking=none", *extra]
+    return run.evaluate(compose(overrides), out)[0]
+
+
+def _journal(out: Path) -> list[dict[str, Any]]:
+    lines = (out / RESULTS).read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines]
+
+
+def test_small_windows_give_the_results_of_one_window(judge_server: FakeLLMServer, tmp_path: Path) -> None:
+    whole = _evaluate(judge_server, tmp_path / "whole", "window=1000")
+    calls = judge_server.count()
+    judge_server.reset()
+    windowed = _evaluate(judge_server, tmp_path / "windowed", "window=3", "cache=off")
+    assert judge_server.count() >= calls > 0  # cache off: the judge really answered again
+
+    assert whole.count == windowed.count == len(whole.items) == 28
+    assert [i.id for i in windowed.items] == [i.id for i in whole.items]
+    for a, b in zip(whole.items, windowed.items, strict=True):
+        for name in ("answer_similarity", "token_f1"):
+            assert a.scores[name].reason == b.scores[name].reason
+            assert a.scores[name].score == b.scores[name].score or (
+                math.isnan(a.scores[name].score) and math.isnan(b.scores[name].score)
+            )
+    assert whole.summaries == windowed.summaries
+    journaled = _journal(tmp_path / "windowed")
+    assert sorted(i["id"] for i in journaled) == sorted(i.id for i in whole.items)  # each item once
+
+
+def test_keep_items_caps_the_items_held_not_the_aggregates(
+    judge_server: FakeLLMServer, tmp_path: Path
+) -> None:
+    full = _evaluate(judge_server, tmp_path / "full", "window=4")
+    capped = _evaluate(judge_server, tmp_path / "capped", "window=4", "keep_items=5")
+    assert len(capped.items) == 5 and capped.count == full.count == 28
+    assert [i.id for i in capped.items] == [i.id for i in full.items[:5]]
+    # The same statistics (the second run's replies came from the cache, so they cost nothing).
+    assert {n: replace(s, cost=0) for n, s in capped.summaries.items()} == {
+        n: replace(s, cost=0) for n, s in full.summaries.items()
+    }
+    assert len(_journal(tmp_path / "capped")) == 28  # every item is on disk
+
+
+def test_a_large_run_logs_its_first_items_and_says_so(judge_server: FakeLLMServer, tmp_path: Path) -> None:
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    overrides = ["scorer=token_f1", "tracking=mlflow", f"tracking.uri={uri}", "keep_items=4", "window=3"]
+    run.evaluate(compose(overrides), tmp_path / "out")
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    [logged] = client.search_runs([client.get_experiment_by_name("evalframe").experiment_id])  # type: ignore[union-attr]
+    assert logged.data.tags["evalframe.items_shown"] == "4 of 28"
+    assert logged.data.metrics["token_f1/scored"] + logged.data.metrics.get("token_f1/unscored", 0) == 28
+    table = json.loads(
+        Path(client.download_artifacts(logged.info.run_id, "items.json", str(tmp_path))).read_text()
+    )
+    assert len(table["data"]) == 4
+    results = Path(client.download_artifacts(logged.info.run_id, RESULTS, str(tmp_path / "r")))
+    assert len(results.read_text().splitlines()) == 28
+
+
+def test_resume_skips_finished_windows_and_counts_their_items(
+    judge_server: FakeLLMServer, tmp_path: Path
+) -> None:
+    overrides = ["scorer=answer_similarity", *fake_model(judge_server), "tracking=none", "cache=off"]
+    config = compose([*overrides, "dataset.limit=12", "window=4"])
+    full = run.evaluate(config, tmp_path / "out")[0]
+    all_calls = judge_server.count()
+    # As if killed after 6 items: the first window and half of the second are on disk.
+    journal = tmp_path / "out" / RESULTS
+    journal.write_text("".join(journal.read_text().splitlines(keepends=True)[:6]))
+    judge_server.reset()
+    resumed = run.evaluate(config, tmp_path / "out", resume_from=tmp_path / "out")[0]
+    assert 0 < judge_server.count() < all_calls
+    assert resumed.count == 12 and [i.id for i in resumed.items] == [i.id for i in full.items]
+    assert resumed.summaries["answer_similarity"].mean == full.summaries["answer_similarity"].mean
+    assert sorted(i["id"] for i in _journal(tmp_path / "out")) == sorted(i.id for i in full.items)
