@@ -45,6 +45,8 @@ def key(payload: dict[str, Any]) -> str:
 
 
 class Cache:
+    asks_models = True  # a miss goes to the model (a Replay's never does)
+
     def __init__(self, mode: str = "readwrite", directory: str | Path | None = None):
         if mode not in MODES:
             raise ConfigError(f"cache mode {mode!r} is not an option; use cache={' or cache='.join(MODES)}")
@@ -190,6 +192,7 @@ class Replay(Cache):
         cosines: Mapping[tuple[str, str, str], float] | None = None,
     ):
         super().__init__("off")
+        self.asks_models = False
         self.replies = dict(replies)
         # Embeddings are too large to keep per run; the cosines they gave are what scores use.
         self.cosines = dict(cosines or {})

@@ -23,14 +23,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
 
-from evalframe import data, gate, report
+from evalframe import report
 from evalframe.cache import Replay, ReplayMiss
 from evalframe.data import Row
 from evalframe.errors import ConfigError
 from evalframe.journal import Journal, read_items
+from evalframe.objective import Objective
 from evalframe.results import ItemResult, RunResult, StepResult, Usage
-from evalframe.run import Plan, _build, execute, log, run_async, with_agreement
-from evalframe.scorers import Context, Scorer
+from evalframe.run import Given, evaluate, execute, plan, run_async
+from evalframe.scorers import Context
 from evalframe.targets import Target
 
 USAGE = "usage: python -m evalframe rescore run_id=<MLflow run id> [overrides, e.g. penalties.missing=0.3]"
@@ -176,6 +177,11 @@ def replies(items: list[ItemResult]) -> dict[str, dict[str, Any]]:
     return stored
 
 
+def stored(items: list[ItemResult]) -> tuple[dict[str, dict[str, Any]], dict[tuple[str, str, str], float]]:
+    """What a Replay serves: the run's judge replies and its cosines."""
+    return replies(items), cosines(items)
+
+
 def cosines(items: list[ItemResult]) -> dict[tuple[str, str, str], float]:
     """The cosine of (embedding model, output, ground truth) wherever the run computed one."""
     found: dict[tuple[str, str, str], float] = {}
@@ -206,27 +212,19 @@ def compose(overrides: list[str]) -> dict[str, Any]:
     return cast(dict[str, Any], config)
 
 
+def replayed(items: list[ItemResult], source: str) -> Given:
+    """The logged run as the pipeline's input: its rows and outputs, and its replies as the cache."""
+    return Given(StoredOutputs(items), rows=rows_of(items), source=source, cache=Replay(*stored(items)))
+
+
 def score(config: dict[str, Any], items: list[ItemResult], source: str) -> tuple[RunResult, Context]:
     """Score the stored items under `config` with every judge reply replayed (no call, no file)."""
-    scorers: dict[str, Scorer] = {}
-    for name, spec in (config.get("scorers") or {}).items():
-        scorers[name] = _build(spec, f"scorers.{name}")
-        scorers[name].name = name
-    if not scorers:
-        raise ConfigError("no scorer selected; choose one, e.g. scorer=answer_similarity")
-    rows = rows_of(items)
-    for scorer in scorers.values():
-        if scorer.require_ground_truth:
-            data.require(
-                rows, source, "ground_truth", f"scorer {scorer.name} requires (require_ground_truth=true)"
-            )
-        scorer.validate(rows[0])
+    given = replayed(items, source)
+    p = plan(config, given)
     ctx = Context(
-        limiter=asyncio.Semaphore(int(config.get("concurrency", 8))),
-        cache=Replay(replies(items), cosines(items)),
+        limiter=asyncio.Semaphore(int(config.get("concurrency", 8))), cache=given.cache or Replay({})
     )
-    plan = Plan(config, StoredOutputs(items), scorers, data.Rows.of(rows, source))
-    return run_async(execute(plan, ctx, _Held(Path(".")), [])), ctx
+    return run_async(execute(p, ctx, _Held(Path(".")), [])), ctx
 
 
 def culprits(old: list[str], new: list[str], items: list[ItemResult], source: str) -> list[str]:
@@ -281,9 +279,9 @@ def compare(old_metrics: dict[str, float], result: RunResult, run_id: str) -> st
     return "\n".join(lines)
 
 
-def main(config: dict[str, Any], output_dir: Path, overrides: list[str]) -> int:
+def main(config: dict[str, Any], output_dir: Path, overrides: list[str]) -> tuple[int, Objective | None]:
     """Re-score the run named by `rescore` under `config` (its own command line plus this one's, see
-    command_line); returns the exit code as a normal run does."""
+    command_line); returns the exit code and the objective, as a normal run does."""
     from evalframe import tracking as mlflow_tracking
 
     run_id = str(config["rescore"])
@@ -304,25 +302,13 @@ def main(config: dict[str, Any], output_dir: Path, overrides: list[str]) -> int:
         )
     new = [o for o in overrides if _plain(o) not in old_plain and _top(o) not in ("rescore", "hydra")]
     source = f"run {run_id} ({mlflow_tracking.RESULTS_ARTIFACT})"
-    gate_cfg = config.get("gate") or {}
-    gate.validate(gate_cfg, list(config.get("scorers") or {}))
-    try:
+    try:  # a dry run first: a request the run never made stops the re-score before any file is written
         result, ctx = score(config, items, source)
     except ReplayMiss as miss:
         raise ConfigError(explain(miss, run_id, culprits(old, new, items, source))) from None
     changes = " ".join(map(_plain, new)) or "its own config"
     print(f"re-scored {len(items)} items of run {run_id} with {changes}: {ctx.stats.calls} model calls")
-
-    journal = Journal(output_dir)
-    journal.start(config, len(items), overrides=overrides)
-    for item in result.items:
-        journal.append(item)
-    journal.finish({name: s.mean for name, s in result.summaries.items()})
-    with_agreement(result, config)
-    report.summary(result, journal.path, ctx.stats)
     table = compare(logged.metrics, result, run_id)
-    code, checks = gate.evaluate(result, gate_cfg, float(config.get("max_unscored_rate", 0.1)))
-    report.gate(code, checks)
     tracking = config["tracking"]
     if not tracking.get("run_name"):
         tracking["run_name"] = f"{logged.name} rescored"
@@ -336,4 +322,9 @@ def main(config: dict[str, Any], output_dir: Path, overrides: list[str]) -> int:
         "evalframe.rescore.overrides": json.dumps([_plain(o) for o in new]),
         "mlflow.note.content": note[:8000],  # MLflow's limit for a tag
     }
-    return code or log(result, config, journal.path, overrides, extra_tags=tags)
+    # Every request is known to be in the run now: the normal pipeline journals, reports, gates and
+    # logs the re-score, with the run's replies served in place of the judge's.
+    rescored, code = evaluate(
+        config, output_dir, overrides=overrides, given=replayed(items, source), tags=tags
+    )
+    return code, rescored.objective

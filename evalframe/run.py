@@ -49,6 +49,7 @@ class Given:
     scorers: Mapping[str, Scorer] = field(default_factory=dict)
     rows: list[data.Row] | None = None
     source: str = "data"  # what errors call the in-memory rows
+    cache: Cache | None = None  # the replies to serve instead of the judge cache's (a re-score's)
 
 
 def _build(spec: Mapping[str, Any], where: str) -> Any:
@@ -78,11 +79,13 @@ def plan(config: dict[str, Any], given: Given | None = None) -> Plan:
         scorer.name = name
         scorers[name] = scorer
     target: Target = given.target if given.target is not None else _build(config["target"], "target")
-    # Credentials first: a missing key is the most common mistake and costs nothing to find.
-    for model in target.models():
-        model.check_credentials("target.model")
-    for model in {m for s in scorers.values() for m in s.models()}:
-        model.check_credentials("model")
+    # Credentials first: a missing key is the most common mistake and costs nothing to find (a
+    # re-score, whose replies are all stored, asks no model and needs none).
+    if given.cache is None or given.cache.asks_models:
+        for model in target.models():
+            model.check_credentials("target.model")
+        for model in {m for s in scorers.values() for m in s.models()}:
+            model.check_credentials("model")
     if given.rows is not None:
         rows = data.Rows.of(given.rows, given.source)
     else:
@@ -255,10 +258,11 @@ def evaluate(
     resume_from: Path | None = None,
     overrides: list[str] | None = None,
     given: Given | None = None,
+    tags: Mapping[str, str] | None = None,
 ) -> tuple[RunResult, int]:
     """Run a resolved config end to end: plan, execute (journaling each item), gate, log, print.
 
-    Returns the result and the exit code (gate, unscored rate, tracking).
+    Returns the result and the exit code (gate, unscored rate, tracking). `tags` go on the MLflow run.
     """
     p = plan(config, given)
     objective = objectives.of_config(config)  # a typo in objective.metric must not cost a sweep
@@ -271,7 +275,7 @@ def evaluate(
     cache_cfg = config.get("cache") or {}
     ctx = Context(
         limiter=asyncio.Semaphore(int(config.get("concurrency", 8))),
-        cache=Cache(cache_cfg.get("mode", "readwrite"), cache_cfg.get("dir")),
+        cache=(given and given.cache) or Cache(cache_cfg.get("mode", "readwrite"), cache_cfg.get("dir")),
     )
     journal.start(config, len(p.rows), resume=resume_from is not None, overrides=overrides)
     todo = len(p.rows) - len(done)
@@ -294,7 +298,7 @@ def evaluate(
     html_report.write_run_report(result, journal.directory, run_name(config))
     code, checks = gate.evaluate(result, gate_cfg, float(config.get("max_unscored_rate", 0.1)))
     report.gate(code, checks)
-    logged = log(result, config, journal.path, overrides)
+    logged = log(result, config, journal.path, overrides, tags)
     return result, code or logged
 
 
@@ -367,7 +371,8 @@ def main(cfg: Any) -> tuple[int, float]:
         if config.get("rescore"):
             from evalframe import rescore
 
-            return rescore.main(config, output_dir, list(hydra_cfg.overrides.task)), failed.worst
+            code, objective = rescore.main(config, output_dir, list(hydra_cfg.overrides.task))
+            return code, (objective or failed).returned()
         require_multirun(hydra_cfg)
         # Hydra's default run directory is outputs/DATE/TIME: unfinished runs are looked for there.
         outputs = output_dir.parent.parent
