@@ -85,7 +85,7 @@ def resolve_path(path: str | None) -> Path:
     return Path(path).expanduser()
 
 
-def _human(record: dict[str, Any], column: str | None, where: str) -> float | None:
+def _human(record: Mapping[str, Any], column: str | None, where: str) -> float | None:
     if column is None:
         return None
     value = record.get(column)
@@ -97,48 +97,60 @@ def _human(record: dict[str, Any], column: str | None, where: str) -> float | No
         ) from None
 
 
-def _read(cfg: Mapping[str, Any]) -> Iterator[Row]:
-    """The rows of the dataset described by the `dataset` config group, one at a time, each checked:
-    the file is never held in memory (ids are, to catch duplicates)."""
-    fmt = cfg.get("format", "jsonl")
-    if fmt not in ("jsonl", "csv"):
-        raise DataError(f"dataset.format={fmt!r} is not supported; use jsonl or csv")
-    path = resolve_path(cfg.get("path"))
+def _rows(
+    numbered: Iterable[tuple[int, Any]], cfg: Mapping[str, Any], source: str, unit: str, input_fix: str
+) -> Iterator[Row]:
+    """Rows from (line or record number, record) pairs through the `dataset` config's column mapping,
+    human score and limit, each checked: errors name the source, the `unit` and its number, and the
+    field (`input_fix` says how to map the input column). Only the ids are kept, to catch repeats."""
     columns = {name: (cfg.get("columns") or {}).get(name, name) for name in FIELDS}
     human_column = cfg.get("human_score")
     limit = cfg.get("limit")
     seen: dict[str, int] = {}
-    for line, record in _records(path, fmt):
+    for number, record in numbered:
         if limit is not None and len(seen) >= limit:
             break
-        where = f"{path}, line {line}"
+        where = f"{source}, {unit} {number}"
+        if not isinstance(record, Mapping):
+            raise DataError(f"{where}: expected a dict (one per row), got {type(record).__name__}")
         question = ""
         if columns["input"] is not None:  # null: the dataset has no questions (e.g. answer pairs)
             if columns["input"] not in record:
                 raise DataError(
-                    f"{where}: no {columns['input']!r} field for the input; set dataset.columns.input to the "
-                    f"right column, or null if there are no questions (found: {', '.join(record)})"
+                    f"{where}: no {columns['input']!r} field for the input; {input_fix} "
+                    f"(found: {', '.join(map(str, record))})"
                 )
             question = _text(record[columns["input"]]) or ""
             if not question.strip():
                 raise DataError(
                     f"{where}: the input ({columns['input']!r}) is empty; every row needs a question"
                 )
-        row_id = _text(record.get(columns["id"])) or str(line)
+        row_id = _text(record.get(columns["id"])) or str(number)
         if row_id in seen:
             raise DataError(
-                f"{where}: id {row_id!r} repeats the id of line {seen[row_id]}; ids must be unique"
+                f"{where}: id {row_id!r} repeats the id of {unit} {seen[row_id]}; ids must be unique"
             )
-        seen[row_id] = line
+        seen[row_id] = number
         yield Row(
             id=row_id,
             input=question,
             ground_truth=_text(record.get(columns["ground_truth"])),
             output=_text(record.get(columns["output"])),
-            line=line,
-            extra=record,
+            line=number,
+            extra=dict(record),
             human=_human(record, human_column, where),
         )
+
+
+def _read(cfg: Mapping[str, Any]) -> Iterator[Row]:
+    """The rows of the dataset described by the `dataset` config group, one at a time, each checked:
+    the file is never held in memory."""
+    fmt = cfg.get("format", "jsonl")
+    if fmt not in ("jsonl", "csv"):
+        raise DataError(f"dataset.format={fmt!r} is not supported; use jsonl or csv")
+    path = resolve_path(cfg.get("path"))
+    fix = "set dataset.columns.input to the right column, or null if there are no questions"
+    yield from _rows(_records(path, fmt), cfg, str(path), "line", fix)
 
 
 def windows(rows: Iterable[Row], size: int) -> Iterator[list[Row]]:
@@ -235,46 +247,8 @@ def records_of(data: Any) -> tuple[list[Any], str]:
 def rows_from_records(records: Iterable[Any], cfg: Mapping[str, Any], source: str = "data") -> list[Row]:
     """Rows from in-memory records, read and checked as a file's lines are (the `dataset` config's
     column mapping, human score and limit; the same errors), record N standing for line N."""
-    columns = {name: (cfg.get("columns") or {}).get(name, name) for name in FIELDS}
-    human_column = cfg.get("human_score")
-    limit = cfg.get("limit")
-    rows: list[Row] = []
-    seen: dict[str, int] = {}
-    for number, record in enumerate(records, start=1):
-        if limit is not None and len(rows) >= limit:
-            break
-        where = f"{source}, record {number}"
-        if not isinstance(record, Mapping):
-            raise DataError(f"{where}: expected a dict (one per row), got {type(record).__name__}")
-        question = ""
-        if columns["input"] is not None:
-            if columns["input"] not in record:
-                raise DataError(
-                    f"{where}: no {columns['input']!r} field for the input; map the right column with "
-                    f"columns={{'input': ...}} (found: {', '.join(map(str, record))})"
-                )
-            question = _text(record[columns["input"]]) or ""
-            if not question.strip():
-                raise DataError(
-                    f"{where}: the input ({columns['input']!r}) is empty; every row needs a question"
-                )
-        row_id = _text(record.get(columns["id"])) or str(number)
-        if row_id in seen:
-            raise DataError(
-                f"{where}: id {row_id!r} repeats the id of record {seen[row_id]}; ids must be unique"
-            )
-        seen[row_id] = number
-        rows.append(
-            Row(
-                id=row_id,
-                input=question,
-                ground_truth=_text(record.get(columns["ground_truth"])),
-                output=_text(record.get(columns["output"])),
-                line=number,
-                extra=dict(record),
-                human=_human(dict(record), human_column, where),
-            )
-        )
+    fix = "map the right column with columns={'input': ...}"
+    rows = list(_rows(enumerate(records, start=1), cfg, source, "record", fix))
     if not rows:
         raise DataError(f"{source} has no rows")
     return rows
