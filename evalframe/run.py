@@ -42,8 +42,9 @@ class Plan:
 
 @dataclass
 class Given:
-    """What the Python API already holds (a function as target, scorer objects, in-memory rows): used
-    instead of building it from the config, and checked the same way."""
+    """What the caller already holds, used instead of building it from the config and checked the same
+    way: the Python API's function, scorer objects and in-memory rows; a re-score's stored outputs,
+    rows and judge replies."""
 
     target: Target | None = None
     scorers: Mapping[str, Scorer] = field(default_factory=dict)
