@@ -7,17 +7,11 @@ temporary directory and runs it on 127.0.0.1 on a free port; everything is stopp
 
 from __future__ import annotations
 
-import contextlib
 import glob
 import os
 import shutil
-import signal
-import socket
 import subprocess
-import sys
 import tempfile
-import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,18 +20,14 @@ import pytest
 
 from evalframe.testserver import FakeLLMServer
 from tests.conftest import fake_model, run_cli
+from tests.mlflow_server import free_port
+from tests.mlflow_server import mlflow_server as mlflow_server_on
 from tests.system_packages import ensure
 
 pytestmark = pytest.mark.slow
 
 USER = "evalframe"
 DATABASE = "mlflow"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _bin_dir() -> Path | None:
@@ -82,7 +72,7 @@ def postgres() -> Iterator[Postgres]:
     if os.geteuid() == 0:
         shutil.chown(root, "postgres", "postgres")
         shutil.chown(sockets, "postgres", "postgres")
-    pg = Postgres(bin_dir, data, _free_port())
+    pg = Postgres(bin_dir, data, free_port())
     try:
         # Trust authentication on a throw-away cluster that listens on 127.0.0.1 only.
         _run(_as_owner([str(bin_dir / "initdb"), "-D", str(data), "-U", USER, "--auth=trust", "-E", "UTF8"]))
@@ -118,44 +108,8 @@ def postgres() -> Iterator[Postgres]:
 @pytest.fixture(scope="session")
 def mlflow_server(postgres: Postgres, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """`mlflow server` on the PostgreSQL database, as a team would run it; yields its URL."""
-    port = _free_port()
-    artifacts = tmp_path_factory.mktemp("artifacts")
-    log = (tmp_path_factory.mktemp("mlflow-server") / "server.log").open("w")
-    command = [
-        *(sys.executable, "-m", "mlflow", "server"),
-        *("--backend-store-uri", postgres.uri),
-        *("--artifacts-destination", str(artifacts)),
-        *("--host", "127.0.0.1", "--port", str(port), "--workers", "1"),
-    ]
-    # No background job workers (GenAI evaluation jobs): eight processes this test does not use.
-    env = {
-        **os.environ,
-        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-        "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
-    }
-    env.pop("MLFLOW_TRACKING_URI", None)
-    server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 180  # the first start creates MLflow's tables in PostgreSQL
-        while True:
-            with contextlib.suppress(OSError), urllib.request.urlopen(f"{url}/health", timeout=5) as reply:
-                if reply.status == 200:
-                    break
-            if server.poll() is not None or time.monotonic() > deadline:
-                log.flush()
-                raise RuntimeError(f"mlflow server did not start:\n{Path(log.name).read_text()[-3000:]}")
-            time.sleep(0.5)
+    with mlflow_server_on(postgres.uri, tmp_path_factory.mktemp("mlflow-server")) as url:
         yield url
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(server.pid, signal.SIGTERM)  # the server and its workers
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait(timeout=30)
-        log.close()
 
 
 def test_a_sweep_logged_to_a_postgres_backed_mlflow_server(

@@ -6,14 +6,7 @@ side by side. Screenshots go to test-artifacts/ for a person to look at."""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
-import subprocess
-import sys
 import tempfile
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +15,7 @@ import pytest
 
 from evalframe.testserver import FakeLLMServer
 from tests.conftest import fake_model, run_cli
+from tests.mlflow_server import mlflow_server as mlflow_server_on
 from tests.system_packages import ensure
 
 pytestmark = pytest.mark.slow
@@ -36,54 +30,12 @@ def chromium() -> None:
     ensure(["chromium", "chromium-driver"], [CHROMIUM, CHROMEDRIVER])
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """`mlflow server` on 127.0.0.1 with a SQLite store and local artifacts; always killed after."""
     root = tmp_path_factory.mktemp("mlflow-server")
-    port = _free_port()
-    command = [
-        *(sys.executable, "-m", "mlflow", "server"),
-        *("--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}"),
-        *("--artifacts-destination", str(root / "artifacts")),
-        *("--host", "127.0.0.1", "--port", str(port), "--workers", "1"),
-    ]
-    # Without the variable LiteLLM (which the server loads) fetches its price list and hangs offline.
-    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "MLFLOW_DISABLE_TELEMETRY": "true"}
-    log = (root / "server.log").open("w")
-    server = subprocess.Popen(
-        command, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/health", timeout=5) as reply:
-                    if reply.status == 200:
-                        break
-            except OSError:
-                pass
-            if server.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(
-                    f"mlflow server did not start:\n{(root / 'server.log').read_text()[-3000:]}"
-                )
-            time.sleep(0.5)
+    with mlflow_server_on(f"sqlite:///{root / 'mlflow.db'}", root) as url:
         yield url
-    finally:
-        # The server forks workers: end its whole process group (which we created), then wait.
-        os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait()
-        log.close()
 
 
 @pytest.fixture
