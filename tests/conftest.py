@@ -79,3 +79,18 @@ def run_cli(
         timeout=timeout,
         check=False,
     )
+
+
+def sweep_runs(uri: str, experiment: str = "evalframe") -> tuple[Any, list[Any]]:
+    """A sweep's MLflow parent run and its child runs, read back from the store at `uri`; every run
+    of the experiment is one or the other."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    found = client.get_experiment_by_name(experiment)
+    assert found is not None
+    runs = client.search_runs([found.experiment_id])
+    [parent] = [r for r in runs if r.data.tags.get("evalframe.sweep") == "true"]
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+    assert len(runs) == len(children) + 1
+    return parent, children

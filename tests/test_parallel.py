@@ -15,7 +15,7 @@ import pytest
 
 from evalframe.cache import Cache
 from evalframe.testserver import FakeLLMServer
-from tests.conftest import fake_model, run_cli
+from tests.conftest import fake_model, run_cli, sweep_runs
 
 SWEEP = ["penalties.missing=0.05,0.3", "penalties.contradiction=0.1,1.0"]
 
@@ -61,15 +61,8 @@ def test_a_joblib_sweep_matches_a_sequential_one(judge_server: FakeLLMServer, tm
 
     # The jobs ran in joblib's worker processes, and the parent run id reached them (children below).
     assert "Joblib.Parallel(n_jobs=2" in parallel.stdout + parallel.stderr
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'par' / 'mlflow.db'}")
-    experiment = client.get_experiment_by_name("evalframe")
-    assert experiment is not None
-    runs = client.search_runs([experiment.experiment_id])
-    [parent] = [r for r in runs if r.data.tags.get("evalframe.sweep") == "true"]
-    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
-    assert len(runs) == 5 and len(children) == 4 and parent.info.status == "FINISHED"
+    parent, children = sweep_runs(f"sqlite:///{tmp_path / 'par' / 'mlflow.db'}")
+    assert len(children) == 4 and parent.info.status == "FINISHED"
     swept = {(c.data.params["penalties.missing"], c.data.params["penalties.contradiction"]) for c in children}
     assert swept == {("0.05", "0.1"), ("0.05", "1.0"), ("0.3", "0.1"), ("0.3", "1.0")}
 
@@ -195,14 +188,7 @@ def test_a_ray_sweep_on_a_local_ray_instance(judge_server: FakeLLMServer, tmp_pa
     assert result.returncode == 0, result.stderr[-3000:]
     assert "Ray Launcher is launching 2 jobs" in result.stdout + result.stderr
     assert "Started a local Ray instance" in result.stdout + result.stderr
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
-    experiment = client.get_experiment_by_name("evalframe")
-    assert experiment is not None
-    runs = client.search_runs([experiment.experiment_id])
-    [parent] = [r for r in runs if r.data.tags.get("evalframe.sweep") == "true"]
-    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+    _, children = sweep_runs(f"sqlite:///{tmp_path / 'mlflow.db'}")
     assert len(children) == 2
     assert {c.data.params["penalties.missing"] for c in children} == {"0.05", "0.3"}
     assert all(c.data.metrics["answer_similarity/scored"] == 4 for c in children)

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from evalframe.testserver import FakeLLMServer
-from tests.conftest import fake_model, run_cli
+from tests.conftest import fake_model, run_cli, sweep_runs
 from tests.mlflow_server import free_port
 from tests.mlflow_server import mlflow_server as mlflow_server_on
 from tests.system_packages import ensure
@@ -136,12 +136,8 @@ def test_a_sweep_logged_to_a_postgres_backed_mlflow_server(
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=mlflow_server)
-    experiment = client.get_experiment_by_name("team")
-    assert experiment is not None
-    runs = client.search_runs([experiment.experiment_id])
-    [parent] = [r for r in runs if r.data.tags.get("evalframe.sweep") == "true"]
-    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
-    assert len(runs) == 3 and len(children) == 2 and parent.info.status == "FINISHED"
+    parent, children = sweep_runs(mlflow_server, "team")
+    assert len(children) == 2 and parent.info.status == "FINISHED"
     assert {c.data.params["penalties.missing"] for c in children} == {"0.05", "0.3"}
     for child in children:
         assert child.data.metrics["answer_similarity/scored"] == 4

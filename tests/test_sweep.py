@@ -7,7 +7,6 @@ import json
 import math
 import re
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -17,23 +16,9 @@ from evalframe.objective import Objective, of_config
 from evalframe.paths import CONF_DIR
 from evalframe.testserver import FakeLLMServer
 from tests import short_answer_judge
-from tests.conftest import compose, fake_model, run_cli
+from tests.conftest import compose, fake_model, run_cli, sweep_runs
 
 slow = pytest.mark.slow
-
-
-def mlflow_runs(tmp_path: Path) -> tuple[Any, list[Any]]:
-    """The sweep's parent run and its children, from the SQLite store the sweep wrote."""
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
-    experiment = client.get_experiment_by_name("evalframe")
-    assert experiment is not None
-    runs = client.search_runs([experiment.experiment_id])
-    [parent] = [r for r in runs if r.data.tags.get("evalframe.sweep") == "true"]
-    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
-    assert len(runs) == len(children) + 1
-    return parent, children
 
 
 def table_rows(stdout: str) -> list[list[str]]:
@@ -73,7 +58,7 @@ def test_the_grid_preset_runs_its_combinations_as_child_runs_ranked_by_the_objec
     assert result.returncode == 0, result.stderr
     assert "sweep: 4 jobs, best first by answer_similarity/mean (maximize)" in result.stdout
 
-    parent, children = mlflow_runs(tmp_path)
+    parent, children = sweep_runs(f"sqlite:///{tmp_path / 'mlflow.db'}")
     assert (
         parent.info.status == "FINISHED"
         and "sweep=penalties_grid" in parent.data.tags["evalframe.sweep.overrides"]
@@ -168,7 +153,7 @@ def test_optuna_tunes_the_penalties_to_human_scores_with_one_runs_judge_calls(
         ]
         assert steps and all(s["cached"] for s in steps)
 
-    parent, children = mlflow_runs(tmp_path)
+    parent, children = sweep_runs(f"sqlite:///{tmp_path / 'mlflow.db'}")
     assert len(children) == 6
     spearman = {c.info.run_id: c.data.metrics["answer_similarity/agreement/spearman"] for c in children}
     assert all(c.data.metrics["objective"] == spearman[c.info.run_id] for c in children)

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from evalframe.testserver import FakeLLMServer
-from tests.conftest import fake_model, run_cli
+from tests.conftest import fake_model, run_cli, sweep_runs
 from tests.mlflow_server import mlflow_server as mlflow_server_on
 from tests.system_packages import ensure
 
@@ -126,14 +126,8 @@ def test_a_sweep_as_a_person_sees_it_in_the_mlflow_ui(
     assert result.returncode == 0, result.stderr
 
     client = MlflowClient(mlflow_server)
-    experiment = client.get_experiment_by_name("ui")
-    assert experiment is not None
-    runs = client.search_runs([experiment.experiment_id])
-    [parent] = [r for r in runs if r.data.tags.get("evalframe.sweep") == "true"]
-    children = sorted(
-        (r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id),
-        key=lambda r: float(r.data.params["penalties.semantic_threshold"]),
-    )
+    parent, children = sweep_runs(mlflow_server, "ui")
+    children.sort(key=lambda r: float(r.data.params["penalties.semantic_threshold"]))
     assert [c.data.params["penalties.semantic_threshold"] for c in children] == ["0.6", "0.9"]
 
     # The run's report is an artifact, with the items in it; the sweep's page is on the parent run.
@@ -148,7 +142,7 @@ def test_a_sweep_as_a_person_sees_it_in_the_mlflow_ui(
     ARTIFACTS.mkdir(exist_ok=True)
     ids = [c.info.run_id for c in children]
     _close_assistant(browser, mlflow_server)
-    experiment_id = experiment.experiment_id
+    experiment_id = parent.info.experiment_id
 
     # 1. The compare page: both child runs, the swept parameter and its two values.
     browser.get(
