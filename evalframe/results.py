@@ -108,10 +108,6 @@ class ScorerSummary:
     cost: float
 
     @classmethod
-    def of(cls, results: list[ScoreResult]) -> ScorerSummary:
-        return cls.of_scores([r.score for r in results], sum(r.usage.cost for r in results))
-
-    @classmethod
     def of_scores(cls, scores: Iterable[float], cost: float) -> ScorerSummary:
         """Aggregate over scored items only: an unscored item (NaN) is counted, never averaged in as 0."""
         every = list(scores)
