@@ -257,8 +257,8 @@ def bench_help(repeat: int = 5) -> None:
 
 
 def bench_embeddings(pairs: int = 1000) -> None:
+    from evalframe.context import Context
     from evalframe.data import Row
-    from evalframe.scorers import Context
     from evalframe.scorers.semantic_similarity import SemanticSimilarity
 
     rows = [json.loads(line) for line in SAMPLE_DATASET.read_text().splitlines()]

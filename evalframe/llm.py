@@ -25,8 +25,7 @@ from pydantic import BaseModel, ValidationError
 from evalframe.cache import Cache
 from evalframe.cache import key as cache_key
 from evalframe.errors import ConfigError
-from evalframe.prompts import Message
-from evalframe.results import StepResult, Usage
+from evalframe.results import Message, Stats, StepResult, Usage
 
 Reply = TypeVar("Reply", bound=BaseModel)
 
@@ -183,15 +182,6 @@ def response_format(reply_model: type[BaseModel]) -> dict[str, Any]:
             "strict": True,
         },
     }
-
-
-@dataclass
-class Stats:
-    """Running totals for the progress bar and the summary."""
-
-    calls: int = 0  # requests sent to a model, retries included
-    hits: int = 0  # replies taken from the cache or shared with an identical request in flight
-    cost: float = 0.0
 
 
 Validate = Callable[[str], dict[str, Any]]

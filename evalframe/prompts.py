@@ -17,8 +17,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from evalframe.errors import PromptError
 from evalframe.paths import PROMPTS_DIR
-
-Message = dict[str, str]
+from evalframe.results import Message
 
 
 def fence(text: Any, label: str) -> str:

@@ -14,8 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from evalframe.gate import Check
-from evalframe.llm import Stats
-from evalframe.results import RunResult
+from evalframe.results import RunResult, Stats
 
 if TYPE_CHECKING:
     from evalframe.objective import Objective

@@ -25,13 +25,13 @@ from typing import Any, cast
 
 from evalframe import report
 from evalframe.cache import Replay, ReplayMiss
+from evalframe.context import Context
 from evalframe.data import Row
 from evalframe.errors import ConfigError
 from evalframe.journal import Journal, read_items
 from evalframe.objective import Objective
 from evalframe.results import ItemResult, RunResult, StepResult, Usage
 from evalframe.run import Given, evaluate, execute, plan, run_async
-from evalframe.scorers import Context
 from evalframe.targets import Target
 
 USAGE = "usage: python -m evalframe rescore run_id=<MLflow run id> [overrides, e.g. penalties.missing=0.3]"

@@ -13,10 +13,20 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from evalframe.prompts import Message
-
 if TYPE_CHECKING:
     from evalframe.objective import Objective
+
+
+Message = dict[str, str]  # one chat message: {"role": ..., "content": ...}
+
+
+@dataclass
+class Stats:
+    """A run's running totals, for the progress bar and the summary."""
+
+    calls: int = 0  # requests sent to a model, retries included
+    hits: int = 0  # replies taken from the cache or shared with an identical request in flight
+    cost: float = 0.0
 
 
 @dataclass

@@ -11,7 +11,7 @@ import json
 import logging
 import math
 import sys
-from collections.abc import Coroutine, Mapping
+from collections.abc import Awaitable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -19,12 +19,13 @@ from typing import Any, TypeVar, cast
 from evalframe import data, gate, html_report, redaction, report
 from evalframe import objective as objectives
 from evalframe.cache import Cache
+from evalframe.context import Context
 from evalframe.data import Row
 from evalframe.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_TRACKING, ConfigError, EvalframeError
 from evalframe.journal import MANIFEST, Journal, read_items, resume_dir
 from evalframe.redaction import redact_overrides
 from evalframe.results import ItemResult, RunResult, ScoreResult
-from evalframe.scorers import Context, Scorer
+from evalframe.scorers import Scorer
 from evalframe.targets import Target
 
 T = TypeVar("T")
@@ -127,13 +128,13 @@ async def execute(
 
 async def _score_window(plan: Plan, ctx: Context, journal: Journal, todo: list[Row]) -> dict[str, ItemResult]:
     """Produce the outputs of `todo`, score them with every scorer concurrently, and journal each
-    item the moment its last scorer finishes."""
+    item the moment its last scorer returns its result."""
     items: dict[str, ItemResult] = {}
     if not todo:  # a window finished before a resume: nothing to ask anyone
         return items
     waiting: dict[str, set[str]] = {}
 
-    def scored(scorer: str, row: Row, result: ScoreResult) -> None:
+    def record(scorer: str, row: Row, result: ScoreResult) -> None:
         item = items[row.id]
         item.scores[scorer] = result
         waiting[row.id].discard(scorer)
@@ -141,7 +142,9 @@ async def _score_window(plan: Plan, ctx: Context, journal: Journal, todo: list[R
             journal.append(item)
         ctx.advance()
 
-    ctx.scored = scored
+    async def finish(scorer: str, row: Row, pending: Awaitable[ScoreResult]) -> None:
+        record(scorer, row, await pending)
+
     produced = await plan.target.outputs(todo, ctx)
     ready: list[tuple[Row, str]] = []
     for row, (output, step) in zip(todo, produced, strict=True):
@@ -159,10 +162,16 @@ async def _score_window(plan: Plan, ctx: Context, journal: Journal, todo: list[R
             # An output that could not be produced is unscored by every scorer, never scored as empty.
             item.target_error = step.error
             for name in plan.scorers:
-                scored(name, row, ScoreResult.unscored(f"target: {step.error}"))
+                record(name, row, ScoreResult.unscored(f"target: {step.error}"))
         else:
             ready.append((row, output))
-    await asyncio.gather(*(scorer.score(ready, ctx) for scorer in plan.scorers.values()))
+    await asyncio.gather(
+        *(
+            finish(name, row, pending)
+            for name, scorer in plan.scorers.items()
+            for (row, _), pending in zip(ready, scorer.score_each(ready, ctx), strict=True)
+        )
+    )
     return items
 
 

@@ -20,12 +20,12 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from evalframe.context import Context
 from evalframe.data import Row, _text, require
 from evalframe.errors import ConfigError
 from evalframe.llm import ModelSettings, backoff
 from evalframe.prompts import PromptFile, TextTemplate
 from evalframe.results import StepResult
-from evalframe.scorers import Context
 
 
 class Target(ABC):

@@ -15,10 +15,11 @@ import pandas as pd
 import pytest
 
 from evalframe import Evaluation, evaluate, evaluate_async, run
+from evalframe.context import Context
 from evalframe.data import Row
 from evalframe.errors import ConfigError, DataError
 from evalframe.results import ScoreResult
-from evalframe.scorers import Context, ItemScorer
+from evalframe.scorers import ItemScorer
 from evalframe.scorers.reference import ExactMatch
 from evalframe.testserver import FakeLLMServer
 from tests.conftest import compose, fake_model

@@ -9,8 +9,8 @@ from typing import Any
 
 from evalframe import run
 from evalframe.cache import Cache
-from evalframe.llm import LLM, ModelSettings, Stats
-from evalframe.results import StepResult
+from evalframe.llm import LLM, ModelSettings
+from evalframe.results import Stats, StepResult
 from evalframe.scorers.answer_similarity import SemanticUnits
 from evalframe.testserver import FakeLLMServer, FakeRequest, Fault
 from tests.conftest import compose, fake_model

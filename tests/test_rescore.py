@@ -13,10 +13,9 @@ import pytest
 
 from evalframe.cache import Cache, Replay, ReplayMiss
 from evalframe.errors import ConfigError
-from evalframe.llm import LLM, ModelSettings, Stats, response_format
-from evalframe.prompts import Message
+from evalframe.llm import LLM, ModelSettings, response_format
 from evalframe.rescore import command_line, merge
-from evalframe.results import StepResult
+from evalframe.results import Message, Stats, StepResult
 from evalframe.scorers.answer_similarity import Analysis, Penalties, SemanticUnits, score
 from evalframe.testserver import FakeLLMServer, FakeRequest
 from evalframe.tracking import fetch_run

@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from evalframe.context import Context
 from evalframe.data import Row
 from evalframe.errors import ConfigError
-from evalframe.scorers import Context
 from evalframe.scorers.semantic_similarity import SemanticSimilarity
 from evalframe.testserver import FakeLLMServer
 

@@ -1,4 +1,5 @@
-"""Scorers: one module each. A scorer turns (row, output) pairs into ScoreResults.
+"""Scorers: one module each. A scorer turns (row, output) pairs into ScoreResults and returns them;
+the pipeline records each item once every scorer has returned its result.
 
 LLM scorers keep their score function pure (step results + weights -> score), so a result can be
 re-scored with other weights without calling the model again.
@@ -8,36 +9,16 @@ from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Awaitable
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationInfo
 
-from evalframe.cache import Cache
+from evalframe.context import Context
 from evalframe.data import Row
-from evalframe.llm import LLM, ModelSettings, Stats
+from evalframe.llm import ModelSettings
 from evalframe.results import ScoreResult
-
-
-@dataclass
-class Context:
-    """What scorers and targets share while running: the limit on requests in flight, the cache, the
-    running totals, and two callbacks: `scored` as each item's score is ready (the run journals an
-    item as soon as every scorer has scored it) and `advance` for the progress bar."""
-
-    limiter: asyncio.Semaphore
-    cache: Cache = field(default_factory=lambda: Cache("off"))
-    stats: Stats = field(default_factory=Stats)
-    scored: Callable[[str, Row, ScoreResult], None] = lambda scorer, row, result: None
-    advance: Callable[[], None] = lambda: None
-    _llms: dict[ModelSettings, LLM] = field(default_factory=dict)
-
-    def llm(self, settings: ModelSettings) -> LLM:
-        if settings not in self._llms:
-            self._llms[settings] = LLM(settings, self.limiter, self.cache, self.stats)
-        return self._llms[settings]
 
 
 class Scorer(ABC):
@@ -55,19 +36,28 @@ class Scorer(ABC):
     async def score(self, items: list[tuple[Row, str]], ctx: Context) -> list[ScoreResult]:
         """Score every (row, output) pair; one ScoreResult per pair, in order."""
 
+    def score_each(self, items: list[tuple[Row, str]], ctx: Context) -> list[Awaitable[ScoreResult]]:
+        """One awaitable per pair, in order, done when that pair's score is: the pipeline records an
+        item as soon as every scorer's awaitable for it is done. By default the batch is scored once
+        (score) and every pair waits for it."""
+        batch = asyncio.ensure_future(self.score(items, ctx))
+
+        async def pick(i: int) -> ScoreResult:
+            return (await asyncio.shield(batch))[i]
+
+        return [pick(i) for i in range(len(items))]
+
 
 class ItemScorer(Scorer):
     """A scorer that judges each item on its own (the LLM judges): all items start at once, and the
     shared limiter keeps `concurrency` requests in flight across items and steps, instead of waiting
-    for one item's steps before starting the next."""
+    for one item's steps before starting the next; each item is done as soon as its own steps are."""
+
+    def score_each(self, items: list[tuple[Row, str]], ctx: Context) -> list[Awaitable[ScoreResult]]:
+        return [self.score_item(row, output, ctx) for row, output in items]
 
     async def score(self, items: list[tuple[Row, str]], ctx: Context) -> list[ScoreResult]:
-        async def one(row: Row, output: str) -> ScoreResult:
-            result = await self.score_item(row, output, ctx)
-            ctx.scored(self.name, row, result)
-            return result
-
-        return list(await asyncio.gather(*(one(row, output) for row, output in items)))
+        return list(await asyncio.gather(*self.score_each(items, ctx)))
 
     @abstractmethod
     async def score_item(self, row: Row, output: str, ctx: Context) -> ScoreResult:

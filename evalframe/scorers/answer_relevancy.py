@@ -12,12 +12,13 @@ from typing import Any, Literal
 
 from pydantic import ValidationInfo, model_validator
 
+from evalframe.context import Context
 from evalframe.data import Row
 from evalframe.errors import ConfigError
 from evalframe.llm import ModelSettings
 from evalframe.prompts import PromptSet
 from evalframe.results import ScoreResult
-from evalframe.scorers import Context, ItemScorer, Reply, check_count, round_half_up
+from evalframe.scorers import ItemScorer, Reply, check_count, round_half_up
 
 # An output that is an error message answers nothing; scoring its statements would reward noise.
 _ERROR_OUTPUT = re.compile(r"^\s*error\s*:", re.IGNORECASE)

@@ -12,12 +12,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationInfo, model_validator
 
+from evalframe.context import Context
 from evalframe.data import Row
 from evalframe.errors import ConfigError
 from evalframe.llm import ModelSettings
 from evalframe.prompts import PromptSet
 from evalframe.results import ScoreResult, StepResult
-from evalframe.scorers import Context, ItemScorer, Reply, check_count, no_truth, round_half_up
+from evalframe.scorers import ItemScorer, Reply, check_count, no_truth, round_half_up
 
 
 class Penalties(BaseModel):

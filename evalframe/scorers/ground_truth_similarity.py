@@ -18,11 +18,12 @@ from typing import Any
 
 from pydantic import ValidationInfo, model_validator
 
+from evalframe.context import Context
 from evalframe.data import Row
 from evalframe.llm import ModelSettings
 from evalframe.prompts import PromptSet
 from evalframe.results import ScoreResult, StepResult
-from evalframe.scorers import Context, ItemScorer, Reply, check_count, no_truth, round_half_up
+from evalframe.scorers import ItemScorer, Reply, check_count, no_truth, round_half_up
 from evalframe.scorers.answer_similarity import extract
 
 

@@ -22,13 +22,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, create_model
 
+from evalframe.context import Context
 from evalframe.data import Row
 from evalframe.errors import ConfigError
 from evalframe.llm import ModelSettings
 from evalframe.paths import PROMPTS_DIR
-from evalframe.prompts import Message, PromptFile
-from evalframe.results import ScoreResult
-from evalframe.scorers import Context, ItemScorer, Reply, round_half_up
+from evalframe.prompts import PromptFile
+from evalframe.results import Message, ScoreResult
+from evalframe.scorers import ItemScorer, Reply, round_half_up
 
 
 def _enum(names: list[str]) -> Any:

@@ -10,9 +10,10 @@ import re
 import string
 from collections import Counter
 
+from evalframe.context import Context
 from evalframe.data import Row
 from evalframe.results import ScoreResult
-from evalframe.scorers import Context, Scorer, no_truth
+from evalframe.scorers import Scorer, no_truth
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCTUATION = str.maketrans("", "", string.punctuation)
@@ -56,7 +57,6 @@ class _Reference(Scorer):
             if result is None:
                 value = round(self.measure(output, row.ground_truth or ""), 4)
                 result = ScoreResult(value, self.explain(value))
-            ctx.scored(self.name, row, result)
             results.append(result)
         return results
 

@@ -13,11 +13,12 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from evalframe.cache import Replay
+from evalframe.context import Context
 from evalframe.data import Row
 from evalframe.errors import ConfigError
 from evalframe.llm import embed, missing_keys
 from evalframe.results import ScoreResult
-from evalframe.scorers import Context, Scorer, no_truth
+from evalframe.scorers import Scorer, no_truth
 
 Cosine = Callable[[str, str, str], float]  # (model, text, text) -> cosine similarity
 
@@ -82,10 +83,7 @@ class SemanticSimilarity(Scorer):
             errors: dict[str, str] = {}
         else:
             cosine, errors = await self._embed(pairs, ctx)
-        results = [self._one(output, truth, cosine, errors) for output, truth in pairs]
-        for (row, _), result in zip(items, results, strict=True):
-            ctx.scored(self.name, row, result)
-        return results
+        return [self._one(output, truth, cosine, errors) for output, truth in pairs]
 
     async def _embed(
         self, pairs: list[tuple[str, str | None]], ctx: Context

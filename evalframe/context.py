@@ -1,0 +1,29 @@
+"""What the target and the scorers share while a run executes: the one door to the models.
+
+The limiter keeps `concurrency` requests in flight across items, steps and models; the cache and the
+running totals are the run's; `advance` moves the progress bar for work done per row.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from evalframe.cache import Cache
+from evalframe.llm import LLM, ModelSettings
+from evalframe.results import Stats
+
+
+@dataclass
+class Context:
+    limiter: asyncio.Semaphore
+    cache: Cache = field(default_factory=lambda: Cache("off"))
+    stats: Stats = field(default_factory=Stats)
+    advance: Callable[[], None] = lambda: None
+    _llms: dict[ModelSettings, LLM] = field(default_factory=dict)
+
+    def llm(self, settings: ModelSettings) -> LLM:
+        if settings not in self._llms:
+            self._llms[settings] = LLM(settings, self.limiter, self.cache, self.stats)
+        return self._llms[settings]
