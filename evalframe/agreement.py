@@ -9,7 +9,13 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from evalframe.results import RunResult
+
+# Every agreement metric, in the order tables show them; what objective.metric may name.
+METRICS = ("n", "spearman", "pearson", "kendall", "mae", "accuracy", "kappa")
 
 
 def agreement(
@@ -43,3 +49,19 @@ def agreement(
         out["kappa"] = float(cohen_kappa_score(passed_theirs, passed_ours))
     out["mae"] = sum(abs(a - b) for a, b in pairs) / len(pairs)
     return out
+
+
+def with_agreement(result: RunResult, config: Mapping[str, Any]) -> RunResult:
+    """Compare every scorer with the dataset's human scores, when it has them."""
+    human = list(result.human)
+    if all(math.isnan(h) for h in human):
+        return result
+    dataset = config.get("dataset") or {}
+    for name in result.scorers:
+        result.agreement[name] = agreement(
+            list(result.scores[name]),
+            human,
+            dataset.get("human_range") or (0, 1),
+            float(config.get("agreement_threshold", 0.5)),
+        )
+    return result

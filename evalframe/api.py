@@ -2,7 +2,7 @@
 
 The arguments become the config `python -m evalframe` would compose (the same `conf/` groups and
 defaults, composed with Hydra), and what only code can hand over — a function as the target, scorer
-objects, rows in memory — goes to `run.plan` as it is. So checks, journal, cache, scores and MLflow
+objects, rows in memory — goes to `pipeline.plan` as it is. So checks, journal, cache, scores and MLflow
 logging are the CLI's, byte for byte.
 
     result = evaluate(rows, ["answer_similarity", "token_f1"], target=my_agent, model="gpt")
@@ -15,7 +15,6 @@ import asyncio
 import concurrent.futures
 import hashlib
 import json
-import math
 import re
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -32,8 +31,8 @@ if TYPE_CHECKING:
     from omegaconf import DictConfig
 
     from evalframe.data import Row
+    from evalframe.pipeline import Given
     from evalframe.results import RunResult, ScorerSummary
-    from evalframe.run import Given
     from evalframe.scorers import Scorer
     from evalframe.targets import Target
 
@@ -107,42 +106,24 @@ class Evaluation:
     def reasons(self, worst_first: bool = False, limit: int | None = None) -> str:
         """Every item's scores and reasons as Markdown (MLflow's reasons.md); `worst_first` sorts by
         the lowest score, unscored first, and `limit` keeps that many items."""
-        from evalframe.results import RunResult
-        from evalframe.tracking import reasons_report
+        from evalframe.summary import reasons
 
         items = list(self.result.items)
         if worst_first:
             items.sort(key=lambda i: min((r.score if r.scored else -1.0) for r in i.scores.values()))
-        chosen = RunResult(items=items[:limit], scorers=self.result.scorers)
-        return reasons_report(chosen)
+        return reasons(self.result, items[:limit])
 
     def summary(self) -> str:
         """The summary table, as the CLI prints it, in plain text."""
-        head = ("scorer", "mean", "std", "min", "max", "scored", "unscored", "cost $")
-        rows = [
-            (name, *map(_num, (s.mean, s.std, s.min, s.max)), str(s.scored), str(s.unscored), f"{s.cost:.4f}")
-            for name, s in self.summaries.items()
-        ]
-        widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
-
-        def line(cells: Sequence[str]) -> str:
-            return "  ".join(
-                c.ljust(w) if i == 0 else c.rjust(w)
-                for i, (c, w) in enumerate(zip(cells, widths, strict=True))
-            )
+        from evalframe.summary import Summary
 
         where = f"results: {self.results_file}" + (f"; MLflow run {self.run_id}" if self.run_id else "")
-        table = [line(head), *(line(r) for r in rows)]
-        return "\n".join([f"evalframe: {len(self.result.items)} items", *table, where])
+        return f"{Summary.of(self.result).text()}\n{where}"
 
     def __str__(self) -> str:
         return self.summary()
 
     __repr__ = __str__
-
-
-def _num(value: float) -> str:
-    return "–" if math.isnan(value) else f"{value:.3f}"
 
 
 # --- from arguments to a config ---------------------------------------------------------------------
@@ -252,26 +233,6 @@ def _describe(obj: Any) -> dict[str, Any]:
     return node
 
 
-def _compose(overrides: list[str]) -> DictConfig:
-    """Compose `conf/` with Hydra, also from inside a running @hydra.main app (the host's Hydra state
-    is set aside and put back, so its HydraConfig and later compose calls are untouched)."""
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-    from hydra.errors import HydraException
-    from hydra.initialize import get_gh_backup, restore_gh_from_backup
-    from omegaconf.errors import OmegaConfBaseException
-
-    host = get_gh_backup()
-    GlobalHydra.instance().clear()
-    try:
-        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            return compose(config_name="config", overrides=overrides)
-    except (HydraException, OmegaConfBaseException) as e:
-        raise ConfigError(f"config error: {e}") from None
-    finally:
-        restore_gh_from_backup(host)
-
-
 def _merge(cfg: DictConfig, key: str, values: Mapping[str, Any]) -> None:
     from omegaconf import OmegaConf, open_dict
 
@@ -301,7 +262,7 @@ def _prepare(
     """Everything that can go wrong, found here, before any call: the config, the rows, the target."""
     from evalframe import data as datasets
     from evalframe import journal
-    from evalframe.run import Given
+    from evalframe.pipeline import Given
     from evalframe.targets import PythonTarget, Target
 
     named, objects = _split_scorers(scorers)
@@ -358,8 +319,9 @@ def _config(
     """The resolved config `python -m evalframe` would run with, and the overrides that chose it:
     group options as overrides, values (which may be any Python data) merged in before resolving, so
     interpolations such as the scorers' `${model}` see them."""
-    from omegaconf import OmegaConf, open_dict
-    from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
+    from omegaconf import open_dict
+
+    from evalframe import config as configs
 
     model_choice, model_keys = _model(model)
     penalty_choice, penalty_keys = _penalties(penalties)
@@ -377,7 +339,7 @@ def _config(
         choices += _file_dataset(data)
     if isinstance(target, str):
         choices.append("target=python")
-    cfg = _compose([*choices, *overrides])
+    cfg = configs.compose([*choices, *overrides])
 
     _merge(cfg, "model", model_keys)
     _merge(cfg, "penalties", penalty_keys)
@@ -394,13 +356,7 @@ def _config(
         cfg.merge_with({"concurrency": concurrency, **_given(reason=reason)})
         if in_memory:  # the rows are in memory already: Evaluation.items holds every one of them
             cfg.merge_with({"keep_items": None})
-    try:
-        resolved = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
-    except MissingMandatoryValue as e:
-        raise ConfigError(f"{e.full_key} is required") from None
-    except OmegaConfBaseException as e:
-        raise ConfigError(f"config error: {e}") from None
-    return {str(k): v for k, v in resolved.items()}, [*choices, *overrides]  # type: ignore[union-attr]
+    return configs.resolve(cfg), [*choices, *overrides]
 
 
 def _given(**values: Any) -> dict[str, Any]:
@@ -428,12 +384,12 @@ def _fresh_dir(outputs: Path) -> Path:
 
 
 def _run(prepared: _Prepared) -> Evaluation:
-    from evalframe import run
+    from evalframe import pipeline, report
     from evalframe.errors import EXIT_INTERRUPTED
 
-    run._quiet_libraries()
+    report.quiet_libraries()
     try:
-        result, code = run.evaluate(
+        result, code = pipeline.evaluate(
             prepared.config, prepared.output_dir, prepared.resume_from, prepared.overrides, prepared.given
         )
     except SystemExit as e:

@@ -15,18 +15,15 @@ import io
 import json
 import math
 import re
-import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from html import escape
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from evalframe.results import ItemResult, RunResult
-
-if TYPE_CHECKING:
-    from evalframe.objective import Objective
-    from evalframe.sweep import Job
+from evalframe.jobs import Job
+from evalframe.results import ItemResult, Objective, RunResult
+from evalframe.summary import AGREEMENT, COLUMNS, Summary, fmt
 
 REPORT = "report.html"
 SWEEP_REPORT = "sweep.html"
@@ -121,12 +118,6 @@ def _img(png: bytes, alt: str) -> str:
     return f'<img alt="{escape(alt)}" src="data:image/png;base64,{data}">'
 
 
-def _num(value: float | None, digits: int = 3) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "–"
-    return f"{value:.{digits}f}"
-
-
 def _text(value: Any) -> str:
     """Escaped cell text; long text folds into <details>."""
     if value is None:
@@ -155,26 +146,23 @@ def _page(title: str, meta: str, sections: Sequence[str]) -> str:
     )
 
 
-def _summary(result: RunResult) -> str:
-    headers = ["scorer", "mean", "std", "min", "max", "scored", "unscored", "cost $"]
-    agreement_keys = ("n", "spearman", "pearson", "kendall", "mae", "accuracy", "kappa")
-    if result.agreement:
-        headers += [f"human {k}" for k in agreement_keys]
+def _summary(summary: Summary) -> str:
+    headers = list(COLUMNS)
+    if summary.agreement:
+        headers += [f"human {k}" for k in AGREEMENT]
+    agreement = {row[0]: row[1:] for row in summary.agreement_rows()}
     rows = []
-    for name, s in result.summaries.items():
-        cells = [
-            f"<td>{escape(name)}</td>",
-            *(f'<td class="num">{_num(v)}</td>' for v in (s.mean, s.std, s.min, s.max)),
-            f'<td class="num">{s.scored}</td>',
-            f'<td class="num{" unscored" if s.unscored else ""}">{s.unscored}</td>',
-            f'<td class="num">{s.cost:.4f}</td>',
+    for row in summary.rows():
+        name, cells = row[0], row[1:]
+        unscored = COLUMNS.index("unscored") - 1
+        html = [f"<td>{escape(name)}</td>"]
+        html += [
+            f'<td class="num{" unscored" if i == unscored and cell != "0" else ""}">{cell}</td>'
+            for i, cell in enumerate(cells)
         ]
-        if result.agreement:
-            metrics = result.agreement.get(name, {})
-            cells += [
-                f'<td class="num">{_num(metrics.get(k), 0 if k == "n" else 3)}</td>' for k in agreement_keys
-            ]
-        rows.append(cells)
+        if summary.agreement:
+            html += [f'<td class="num">{cell}</td>' for cell in agreement.get(name, ["–"] * len(AGREEMENT))]
+        rows.append(html)
     return "<h2>Summary</h2>" + _table(headers, rows)
 
 
@@ -205,7 +193,7 @@ def _items(result: RunResult, max_items: int) -> str:
             f'<td class="text">{_text(item.ground_truth)}</td>',
         ]
         if human:
-            cells.append(f'<td class="num">{_num(item.human, 2)}</td>')
+            cells.append(f'<td class="num">{fmt(item.human, 2)}</td>')
         for name in result.scorers:
             cells += _score_cell(item, name)
         rows.append(cells)
@@ -230,7 +218,7 @@ def run_report(result: RunResult, title: str, max_items: int = MAX_TABLE_ITEMS) 
         plots[f"{_safe_name(name)}_histogram.png"] = histogram(name, scores, s.unscored)
     images = "".join(_img(png, f"{name} histogram") for name, png in plots.items())
     sections = [
-        _summary(result),
+        _summary(Summary.of(result)),
         f'<h2>Score distributions</h2><div class="plots">{images}</div>',
         _items(result, max_items),
     ]
@@ -294,8 +282,8 @@ def sweep_report(jobs: Sequence[Job], objective: Objective, keys: Sequence[str],
         [
             f"<td>{escape(job.name)}</td>",
             *(f"<td>{escape(job.overrides.get(k, ''))}</td>" for k in keys),
-            f'<td class="num">{_num(job.objective)}</td>',
-            *(f'<td class="num">{_num(job.means.get(s))}</td>' for s in scorers),
+            f'<td class="num">{fmt(job.objective)}</td>',
+            *(f'<td class="num">{fmt(job.means.get(s))}</td>' for s in scorers),
         ]
         for job in sorted(jobs, key=lambda j: objective.rank(j.objective))
     ]
@@ -313,27 +301,11 @@ def sweep_report(jobs: Sequence[Job], objective: Objective, keys: Sequence[str],
 
 
 def write_sweep_report(
-    sweep_dir: Path,
-    jobs: Sequence[Job],
-    objective: Objective,
-    keys: Sequence[str],
-    parent_run: str | None = None,
-    uri: str | None = None,
+    sweep_dir: Path, jobs: Sequence[Job], objective: Objective, keys: Sequence[str]
 ) -> list[Path]:
-    """sweep.html and plots/objective_vs_<key>.png in the sweep directory, and on the sweep's MLflow
-    parent run when there is one. A sweep whose jobs all failed has nothing to chart."""
+    """sweep.html and plots/objective_vs_<key>.png in the sweep directory; returns the files written.
+    A sweep whose jobs all failed has nothing to chart."""
     if not jobs:
         return []
     report = sweep_report(jobs, objective, keys, f"evalframe sweep {sweep_dir.name}")
-    written = report.write(sweep_dir, SWEEP_REPORT)
-    if parent_run and uri:
-        from evalframe import tracking as mlflow_tracking
-
-        try:
-            mlflow_tracking.log_files(str(uri), parent_run, sweep_dir, written)
-        except Exception as e:  # the page is on disk; a tracking outage must not fail a finished sweep
-            print(
-                f"warning: could not log {SWEEP_REPORT} to MLflow ({type(e).__name__}: {e})",
-                file=sys.stderr,
-            )
-    return written
+    return report.write(sweep_dir, SWEEP_REPORT)

@@ -14,9 +14,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from evalframe.errors import ConfigError
-from evalframe.objective import Objective
 from evalframe.redaction import redact, redact_overrides
-from evalframe.results import ItemResult, ScoreResult, StepResult, Usage, to_jsonable
+from evalframe.results import ItemResult, Objective, ScoreResult, StepResult, Usage, to_jsonable
 
 RESULTS = "results.jsonl"
 MANIFEST = "run.json"

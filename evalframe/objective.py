@@ -8,53 +8,17 @@ the dataset before any model call, so a typo does not cost a sweep.
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
+from evalframe.agreement import METRICS as _AGREEMENT
 from evalframe.errors import ConfigError
+from evalframe.results import Objective, ScorerSummary
 
 DIRECTIONS = ("maximize", "minimize")
 # What a run logs per scorer (results.ScorerSummary) and per scorer against people (agreement.py).
-_STATISTICS = ("mean", "std", "min", "max", "scored", "unscored", "cost")
-_AGREEMENT = ("spearman", "pearson", "kendall", "mae", "accuracy", "kappa", "n")
+_STATISTICS = tuple(ScorerSummary.__dataclass_fields__)
 _USAGE = ("usage/prompt_tokens", "usage/completion_tokens", "usage/cost")
-
-
-@dataclass(frozen=True)
-class Objective:
-    metric: str
-    direction: str = "maximize"
-    value: float = math.nan
-
-    @property
-    def worst(self) -> float:
-        return -math.inf if self.direction == "maximize" else math.inf
-
-    def returned(self) -> float:
-        """What the task hands to the sweeper. A NaN objective (all items unscored, or constant scores
-        so no rank correlation exists) becomes the worst value: Optuna rejects NaN and, through the
-        Hydra sweeper, would crash the whole search; the worst value just steers it away."""
-        if math.isnan(self.value):
-            print(
-                f"warning: objective {self.metric} is NaN for this run (no scored items, or every score "
-                f"the same); reported to the sweeper as {self.worst}, the worst value",
-                file=sys.stderr,
-            )
-            return self.worst
-        return self.value
-
-    def to_json(self) -> dict[str, Any]:
-        """As run.json records it (NaN as null: strict JSON)."""
-        value = None if math.isnan(self.value) else self.value
-        return {"metric": self.metric, "value": value, "direction": self.direction}
-
-    def rank(self, value: float | None) -> float:
-        """Sort key, best first; a missing or NaN value sorts last."""
-        if value is None or math.isnan(value):
-            return math.inf
-        return -value if self.direction == "maximize" else value
 
 
 def direction_of(config: Mapping[str, Any]) -> str:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
@@ -14,11 +14,16 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from evalframe.gate import Check
-from evalframe.results import RunResult, Stats
+from evalframe.jobs import Best, Job
+from evalframe.results import Objective, Stats
+from evalframe.summary import AGREEMENT, COLUMNS, Summary, fmt
 
-if TYPE_CHECKING:
-    from evalframe.objective import Objective
-    from evalframe.sweep import Best, Job
+
+def quiet_libraries() -> None:
+    """Hydra logs at INFO; the libraries' INFO chatter (model loading, DB migrations) hides our output."""
+    for name in ("sentence_transformers", "mlflow", "LiteLLM", "litellm", "httpx", "alembic", "transformers"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
 
 # Outside a terminal (CI logs, pipes) rich would wrap at 80 columns and cut scorer names.
 console = Console(width=None if Console().is_terminal else 120)
@@ -44,39 +49,26 @@ def progress(total: int, stats: Stats) -> Iterator[Callable[[], None]]:
         bar.update(task, calls=stats.calls, hits=stats.hits, cost=stats.cost)
 
 
-def _fmt(value: float, digits: int = 3) -> str:
-    return "–" if math.isnan(value) else f"{value:.{digits}f}"
+def _table(title: str, columns: tuple[str, ...] | list[str], rows: list[list[str]]) -> Table:
+    table = Table(title=title)
+    for column in columns:
+        # Names never fold: a cut scorer name cannot be told from another.
+        table.add_column(column, justify="left" if column in ("scorer", "job") else "right", no_wrap=True)
+    for row in rows:
+        table.add_row(*row)
+    return table
 
 
-def summary(result: RunResult, saved: Path, stats: Stats) -> None:
-    table = Table(title=f"evalframe: {result.count} items")
-    for column in ("scorer", "mean", "std", "min", "max", "scored", "unscored", "cost $"):
-        table.add_column(column, justify="left" if column == "scorer" else "right")
-    for name, s in result.summaries.items():
-        table.add_row(
-            name,
-            _fmt(s.mean),
-            _fmt(s.std),
-            _fmt(s.min),
-            _fmt(s.max),
-            str(s.scored),
-            f"[red]{s.unscored}[/red]" if s.unscored else "0",
-            f"{s.cost:.4f}",
-        )
-    console.print(table)
-    if result.agreement:
-        agreement = Table(title="agreement with the human scores")
-        keys = ("n", "spearman", "pearson", "kendall", "mae", "accuracy", "kappa")
-        for column in ("scorer", *keys):
-            agreement.add_column(column, justify="left" if column == "scorer" else "right")
-        for name, metrics in result.agreement.items():
-            agreement.add_row(name, *(_fmt(metrics.get(k, math.nan), 0 if k == "n" else 3) for k in keys))
-        console.print(agreement)
-    usage = result.usage
-    console.print(
-        f"model calls: {stats.calls}, cache hits: {stats.hits}; tokens: {usage.prompt_tokens} in, "
-        f"{usage.completion_tokens} out; cost ${usage.cost:.4f}; results: {saved}"
-    )
+def table(title: str, columns: tuple[str, ...], rows: list[list[str]]) -> None:
+    console.print(_table(title, columns, rows))
+
+
+def summary(s: Summary, saved: Path) -> None:
+    rows = [[*row[:6], f"[red]{row[6]}[/red]" if row[6] != "0" else row[6], row[7]] for row in s.rows()]
+    console.print(_table(f"evalframe: {s.count} items", COLUMNS, rows))
+    if s.agreement:
+        console.print(_table("agreement with the human scores", ("scorer", *AGREEMENT), s.agreement_rows()))
+    console.print(f"{s.totals()}; results: {saved}")
 
 
 def gate(code: int, checks: list[Check]) -> None:
@@ -89,7 +81,7 @@ def gate(code: int, checks: list[Check]) -> None:
     for column in ("scorer", "check", "required", "actual", ""):
         table.add_column(column)
     for c in checks if gated else failed:
-        table.add_row(c.scorer, c.what, c.required, _fmt(c.actual), "ok" if c.passed else "[red]FAIL[/red]")
+        table.add_row(c.scorer, c.what, c.required, fmt(c.actual), "ok" if c.passed else "[red]FAIL[/red]")
     console.print(table)
 
 
@@ -115,8 +107,8 @@ def sweep(jobs: list[Job], swept: list[str], objective: Objective) -> None:
         table.add_row(
             job.name,
             *(escape(_short(job.overrides.get(k, ""))) for k in swept),
-            _fmt(job.objective),
-            *(_fmt(job.means.get(s, math.nan)) for s in scorers),
+            fmt(job.objective),
+            *(fmt(job.means.get(s, math.nan)) for s in scorers),
         )
     console.print(table)
 

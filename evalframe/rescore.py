@@ -7,65 +7,86 @@ run is replayed rather than special-cased per scorer:
   Hydra composes it (command_line), so `penalties.missing=0.3` reaches every `${penalties}`
   interpolation exactly as in a normal run, and `-m` sweeps and `--cfg job` work as usual;
 - the rows and outputs are the run's stored items (results.jsonl), whatever target made them;
-- every judge request is served from the stored steps through the same door as the disk cache
+- every model request is served from the stored steps through the same door as the disk cache
   (cache.Replay). A request the run never made (a changed prompt, judge model or reply form) stops
-  the re-score before anything is written or logged: that needs a normal run.
+  the re-score before anything is logged: that needs a normal run.
+The run is read from MLflow once, by the sub-command, and handed to the Hydra job(s) through the
+environment (a joblib sweep's workers inherit it).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import math
-import re
+import os
 import tempfile
-from dataclasses import replace
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
-from evalframe import report
+from evalframe import config as configs
+from evalframe import tracking
 from evalframe.cache import Replay, ReplayMiss
 from evalframe.context import Context
 from evalframe.data import Row
 from evalframe.errors import ConfigError
 from evalframe.journal import Journal, read_items
-from evalframe.objective import Objective
-from evalframe.results import ItemResult, RunResult, StepResult, Usage
-from evalframe.run import Given, evaluate, execute, plan, run_async
+from evalframe.pipeline import Given, evaluate, execute, plan, run_async
+from evalframe.results import ItemResult, Objective, RunResult, StepResult, Usage
+from evalframe.summary import fmt
 from evalframe.targets import Target
 
 USAGE = "usage: python -m evalframe rescore run_id=<MLflow run id> [overrides, e.g. penalties.missing=0.3]"
-OVERRIDES_TAG = "evalframe.overrides"
 RESCORED_FROM_TAG = "evalframe.rescored_from"
+LOGGED_RUN = "EVALFRAME_RESCORE_RUN"  # the run the sub-command read, as JSON, for the Hydra job(s)
 # Keys of the old command line that do not carry over: where to log, how to run, what to do.
 _NOT_CARRIED = ("rescore", "resume", "log_run", "tracking", "hydra", "cache", "concurrency")
 # What a re-score takes from the stored items rather than from config.
 _FROM_ITEMS = ("dataset", "target")
 
 
+@dataclass
+class Logged:
+    """The run being re-scored, as the sub-command read it from MLflow."""
+
+    run_id: str
+    name: str
+    experiment_id: str
+    metrics: dict[str, float]
+    results_file: str  # its results.jsonl, downloaded
+    new: list[str]  # the overrides this re-score adds to the run's own
+
+    @classmethod
+    def from_env(cls, run_id: str) -> Logged:
+        found = json.loads(os.environ.get(LOGGED_RUN) or "{}")
+        if found.get("run_id") != run_id:
+            raise ConfigError(f"start a re-score with the sub-command, which reads the run\n{USAGE}")
+        return cls(**found)
+
+
 def _key(override: str) -> str:
-    """The config key an override sets: `+a.b=1` -> `a.b`, `model@target.model=x` -> `target.model`."""
-    name = override.split("=", 1)[0].lstrip("+~")
-    return name.split("@", 1)[1] if "@" in name else name
+    """The config key an override sets, as Hydra reads it: `+a.b=1` -> `a.b`, `model@target.model=x` ->
+    `target.model`."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    try:
+        parsed = OverridesParser.create().parse_override(override)
+    except HydraException as e:
+        raise ConfigError(f"cannot read the override {override!r}: {e}\n{USAGE}") from None
+    return parsed.package or parsed.key_or_group
 
 
 def _top(override: str) -> str:
     return _key(override).split(".", 1)[0].split("/", 1)[0]
 
 
-def _plain(override: str) -> str:
-    return re.sub(r"\\(.)", r"\1", override)
-
-
-def _is_override(arg: str) -> bool:
-    return not arg.startswith("-")
-
-
 def merge(old: list[str], new: list[str]) -> list[str]:
     """The old overrides with the new ones applied: a key set again, or a group chosen again, drops the
     old overrides of that key and of everything below it. Old keys that say where to log or how to run
-    (tracking, cache, resume...) do not carry over: this command's own apply."""
-    keys = {_key(o) for o in new if _is_override(o)}
+    (tracking, cache, resume...) do not carry over: this command's own apply. Flags (-m) pass through."""
+    keys = {_key(o) for o in new if not o.startswith("-")}
 
     def replaced(o: str) -> bool:
         k = _key(o)
@@ -75,32 +96,11 @@ def merge(old: list[str], new: list[str]) -> list[str]:
     return kept + new
 
 
-def _tracking_uri(overrides: list[str]) -> str:
-    """Where to look the run up: the tracking config this command composes to (uri default, env)."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-    from omegaconf import OmegaConf
-
-    from evalframe.paths import CONF_DIR
-
-    wanted = [o for o in overrides if _top(o) == "tracking"]
-    try:
-        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            cfg = hydra_compose(config_name="config", overrides=wanted)
-        uri = OmegaConf.select(cfg, "tracking.uri")
-    except Exception as e:
-        raise ConfigError(f"rescore: {' '.join(wanted)}: {str(e)[:300]}") from None
-    if not uri:
-        raise ConfigError("rescore reads the run from MLflow: set tracking.uri=... (tracking=none has none)")
-    return str(uri)
-
-
-def command_line(argv: list[str]) -> list[str]:
+def command_line(argv: list[str], download: Path) -> list[str]:
     """`rescore run_id=ID ARGS` -> the command line Hydra runs: ARGS' flags (-m, --config-dir...),
-    the logged run's own overrides, ARGS' overrides (which win), and rescore=ID."""
+    the logged run's own overrides, ARGS' overrides (which win), and rescore=ID. The run is read
+    from MLflow here, once: its results.jsonl goes to `download`, the rest to the environment."""
     from hydra._internal.utils import get_args_parser
-
-    from evalframe import tracking as mlflow_tracking
 
     ids = [a for a in argv if a.startswith("run_id=")]
     if len(ids) != 1 or not ids[0].removeprefix("run_id="):
@@ -117,13 +117,24 @@ def command_line(argv: list[str]) -> list[str]:
             f"rescore re-scores the stored items of run {run_id}, so {' '.join(fixed)} cannot change "
             "them: run it normally (without rescore) for other rows or outputs"
         )
-    tags = mlflow_tracking.run_tags(_tracking_uri(new), run_id)
-    if OVERRIDES_TAG not in tags:
-        raise ConfigError(
-            f"run {run_id} was logged without its command line (tag {OVERRIDES_TAG}; an older evalframe "
-            "logged it), so its config cannot be composed again: run it again normally, then rescore that run"
+    uri = configs.compose([o for o in new if _top(o) == "tracking"]).get("tracking", {}).get("uri")
+    if not uri:
+        raise ConfigError("rescore reads the run from MLflow: set tracking.uri=... (tracking=none has none)")
+    logged = tracking.fetch_run(str(uri), run_id, download, require_tag=tracking.OVERRIDES_TAG)
+    old = [str(o) for o in json.loads(logged.tags[tracking.OVERRIDES_TAG])]
+    new_overrides = [o for o in new if o not in old]
+    os.environ[LOGGED_RUN] = json.dumps(
+        asdict(
+            Logged(
+                logged.run_id,
+                logged.name,
+                logged.experiment_id,
+                logged.metrics,
+                str(logged.results_file),
+                new_overrides,
+            )
         )
-    old = [str(o) for o in json.loads(tags[OVERRIDES_TAG])]
+    )
     flags = [a for a in rest if a not in new]  # argparse wants options before the overrides
     # Quoted: an id of digits and one 'e' would otherwise be read as a number.
     return [*flags, *merge(old, new), f"rescore='{run_id}'"]
@@ -142,13 +153,6 @@ class StoredOutputs(Target):
             return replace(step, usage=Usage(), latency=0.0, attempts=0, cached=True) if step else None
 
         return [(self.items[row.id].output, made(self.items[row.id])) for row in rows]
-
-
-class _Held(Journal):
-    """Keeps nothing on disk while scoring: the whole re-score must succeed before a file is written."""
-
-    def append(self, item: ItemResult) -> None:
-        pass
 
 
 def rows_of(items: list[ItemResult]) -> list[Row]:
@@ -194,45 +198,25 @@ def cosines(items: list[ItemResult]) -> dict[tuple[str, str, str], float]:
     return found
 
 
-def compose(overrides: list[str]) -> dict[str, Any]:
-    """The resolved config for a command line, composed by the running Hydra app (its config name
-    and search path, so --config-dir applies): to find which override changed a request."""
-    from hydra import compose as hydra_compose
-    from hydra.core.hydra_config import HydraConfig
-    from omegaconf import OmegaConf
-
-    try:
-        cfg = hydra_compose(config_name=HydraConfig.get().job.config_name, overrides=overrides)
-        config = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
-    except Exception as e:  # a group option or key that is not in this config (another --config-dir?)
-        raise ConfigError(
-            f"cannot compose the config from the overrides {' '.join(overrides)}: {str(e)[:400]}. "
-            "If the run used --config-dir, pass the same --config-dir to rescore"
-        ) from None
-    return cast(dict[str, Any], config)
-
-
 def replayed(items: list[ItemResult], source: str) -> Given:
     """The logged run as the pipeline's input: its rows and outputs, and its replies as the cache."""
     return Given(StoredOutputs(items), rows=rows_of(items), source=source, cache=Replay(*stored(items)))
 
 
-def score(config: dict[str, Any], items: list[ItemResult], source: str) -> tuple[RunResult, Context]:
-    """Score the stored items under `config` with every judge reply replayed (no call, no file)."""
-    given = replayed(items, source)
-    p = plan(config, given)
-    ctx = Context(
-        limiter=asyncio.Semaphore(int(config.get("concurrency", 8))), cache=given.cache or Replay({})
-    )
-    return run_async(execute(p, ctx, _Held(Path(".")), [])), ctx
-
-
 def culprits(old: list[str], new: list[str], items: list[ItemResult], source: str) -> list[str]:
-    """Which of the new overrides, each applied alone to the old command line, needs a new request."""
+    """Which of the new overrides, each applied alone to the old command line, needs a new request
+    (only when a re-score already failed: it scores the items again once per override)."""
     found = []
     for override in new:
         try:
-            score(compose(merge(old, [override])), items, source)
+            given = replayed(items, source)
+            p = plan(configs.resolve(configs.compose(merge(old, [override]))), given)
+            ctx = Context(limiter=asyncio.Semaphore(8), cache=given.cache or Replay({}))
+            with tempfile.TemporaryDirectory() as scratch:
+                journal = Journal(Path(scratch))
+                journal.start({}, len(p.rows))
+                run_async(execute(p, ctx, journal, []))
+                journal.close()
         except ReplayMiss:
             found.append(override)
         except Exception:  # another problem of this override is not what we look for
@@ -258,73 +242,55 @@ def explain(miss: ReplayMiss, run_id: str, guilty: list[str]) -> str:
     )
 
 
-def _fmt(value: float, signed: bool = False) -> str:
-    return "–" if math.isnan(value) else f"{value:+.3f}" if signed else f"{value:.3f}"
-
-
-def compare(old_metrics: dict[str, float], result: RunResult, run_id: str) -> str:
-    """Old and new mean per scorer, printed and returned as Markdown for the run's description."""
-    from rich.table import Table
-
-    table = Table(title=f"rescore of run {run_id}")
-    lines = ["| scorer | before | after |", "|---|---|---|"]
-    for column in ("scorer", "mean before", "mean after", "change"):
-        table.add_column(column, justify="left" if column == "scorer" else "right")
-    for name, summary in result.summaries.items():
+def compare(old_metrics: Mapping[str, float], result: RunResult) -> list[list[str]]:
+    """Old and new mean per scorer: scorer, mean before, mean after, change."""
+    rows = []
+    for name, after in result.means.items():
         before = old_metrics.get(f"{name}/mean", float("nan"))
-        after = summary.mean
-        table.add_row(name, _fmt(before), _fmt(after), _fmt(after - before, signed=True))
-        lines.append(f"| {name} | {_fmt(before)} | {_fmt(after)} |")
-    report.console.print(table)
-    return "\n".join(lines)
+        rows.append([name, fmt(before), fmt(after), fmt(after - before, signed=True)])
+    return rows
 
 
 def main(config: dict[str, Any], output_dir: Path, overrides: list[str]) -> tuple[int, Objective | None]:
     """Re-score the run named by `rescore` under `config` (its own command line plus this one's, see
-    command_line); returns the exit code and the objective, as a normal run does."""
-    from evalframe import tracking as mlflow_tracking
+    command_line) through the pipeline, once; returns the exit code and the objective."""
+    from evalframe import report
 
     run_id = str(config["rescore"])
-    uri = (config.get("tracking") or {}).get("uri")
-    if not uri:
-        raise ConfigError("rescore reads the run from MLflow: set tracking.uri=... (tracking=none has none)")
-    with tempfile.TemporaryDirectory() as tmp:
-        logged = mlflow_tracking.fetch_run(str(uri), run_id, Path(tmp))
-        items = read_items(logged.results_file)
+    logged = Logged.from_env(run_id)
+    items = read_items(Path(logged.results_file))
     if not items:
         raise ConfigError(f"run {run_id}: its results.jsonl holds no items to re-score")
-    # A sweep's jobs get their overrides back escaped (`http\://`): compare them unescaped.
-    old = [str(o) for o in json.loads(logged.tags.get(OVERRIDES_TAG, "[]"))]
-    plain, old_plain = [_plain(o) for o in overrides], [_plain(o) for o in old]
-    if [o for o in merge(old_plain, plain) if o not in plain]:  # the run's own overrides are not here
-        raise ConfigError(
-            f"start a re-score with the sub-command, which takes the run's command line: {USAGE}"
+    source = f"run {run_id} ({tracking.RESULTS_ARTIFACT})"
+    changes = " ".join(logged.new) or "its own config"
+    if not config["tracking"].get("run_name"):
+        config["tracking"]["run_name"] = f"{logged.name} rescored"
+
+    def annotate(result: RunResult) -> dict[str, str]:
+        print(
+            f"re-scored {result.count} items of run {run_id} with {changes}: {result.stats.calls} model calls"
         )
-    new = [o for o in overrides if _plain(o) not in old_plain and _top(o) not in ("rescore", "hydra")]
-    source = f"run {run_id} ({mlflow_tracking.RESULTS_ARTIFACT})"
-    try:  # a dry run first: a request the run never made stops the re-score before any file is written
-        result, ctx = score(config, items, source)
+        rows = compare(logged.metrics, result)
+        report.table(f"rescore of run {run_id}", ("scorer", "mean before", "mean after", "change"), rows)
+        table = "\n".join(
+            ["| scorer | before | after |", "|---|---|---|"] + [f"| {r[0]} | {r[1]} | {r[2]} |" for r in rows]
+        )
+        note = (
+            f"Re-scored from run [{logged.name}](#/experiments/{logged.experiment_id}/runs/{run_id}) "
+            f"(`{run_id}`) with `{changes}`, without any model call: every judge reply is that run's.\n\n"
+            f"{table}\n"
+        )
+        return {
+            RESCORED_FROM_TAG: run_id,
+            "evalframe.rescore.overrides": json.dumps(logged.new),
+            "mlflow.note.content": note[:8000],  # MLflow's limit for a tag
+        }
+
+    old = [o for o in overrides if o not in logged.new]
+    try:
+        result, code = evaluate(
+            config, output_dir, overrides=overrides, given=replayed(items, source), annotate=annotate
+        )
     except ReplayMiss as miss:
-        raise ConfigError(explain(miss, run_id, culprits(old, new, items, source))) from None
-    changes = " ".join(map(_plain, new)) or "its own config"
-    print(f"re-scored {len(items)} items of run {run_id} with {changes}: {ctx.stats.calls} model calls")
-    table = compare(logged.metrics, result, run_id)
-    tracking = config["tracking"]
-    if not tracking.get("run_name"):
-        tracking["run_name"] = f"{logged.name} rescored"
-    note = (
-        f"Re-scored from run [{logged.name}](#/experiments/{logged.experiment_id}/runs/{run_id}) "
-        f"(`{run_id}`) with `{changes}`, without any model call: every judge reply is that run's.\n\n"
-        f"{table}\n"
-    )
-    tags = {
-        RESCORED_FROM_TAG: run_id,
-        "evalframe.rescore.overrides": json.dumps([_plain(o) for o in new]),
-        "mlflow.note.content": note[:8000],  # MLflow's limit for a tag
-    }
-    # Every request is known to be in the run now: the normal pipeline journals, reports, gates and
-    # logs the re-score, with the run's replies served in place of the judge's.
-    rescored, code = evaluate(
-        config, output_dir, overrides=overrides, given=replayed(items, source), tags=tags
-    )
-    return code, rescored.objective
+        raise ConfigError(explain(miss, run_id, culprits(old, logged.new, items, source))) from None
+    return code, result.objective

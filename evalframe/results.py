@@ -8,14 +8,11 @@ from __future__ import annotations
 
 import math
 import statistics
+import sys
 from array import array
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from evalframe.objective import Objective
-
+from typing import Any
 
 Message = dict[str, str]  # one chat message: {"role": ..., "content": ...}
 
@@ -107,6 +104,41 @@ class ItemResult:
     record: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Objective:
+    metric: str
+    direction: str = "maximize"
+    value: float = math.nan
+
+    @property
+    def worst(self) -> float:
+        return -math.inf if self.direction == "maximize" else math.inf
+
+    def returned(self) -> float:
+        """What the task hands to the sweeper. A NaN objective (all items unscored, or constant scores
+        so no rank correlation exists) becomes the worst value: Optuna rejects NaN and, through the
+        Hydra sweeper, would crash the whole search; the worst value just steers it away."""
+        if math.isnan(self.value):
+            print(
+                f"warning: objective {self.metric} is NaN for this run (no scored items, or every score "
+                f"the same); reported to the sweeper as {self.worst}, the worst value",
+                file=sys.stderr,
+            )
+            return self.worst
+        return self.value
+
+    def to_json(self) -> dict[str, Any]:
+        """As run.json records it (NaN as null: strict JSON)."""
+        value = None if math.isnan(self.value) else self.value
+        return {"metric": self.metric, "value": value, "direction": self.direction}
+
+    def rank(self, value: float | None) -> float:
+        """Sort key, best first; a missing or NaN value sorts last."""
+        if value is None or math.isnan(value):
+            return math.inf
+        return -value if self.direction == "maximize" else value
+
+
 @dataclass
 class ScorerSummary:
     mean: float
@@ -146,6 +178,7 @@ class RunResult:
     objective: Objective | None = None  # the number a sweep ranks by (objective.py); set once scored
     run_id: str | None = None  # the MLflow run it was logged to, if it was
     keep: int | None = None
+    stats: Stats = field(default_factory=Stats)  # the run's model calls, cache hits and cost
     count: int = field(default=0, init=False)  # items in the run, kept or not
     scores: dict[str, array[float]] = field(default_factory=dict, init=False)  # NaN: unscored
     human: array[float] = field(default_factory=lambda: array("d"), init=False)  # NaN: none
@@ -172,6 +205,11 @@ class RunResult:
         self.human.append(math.nan if item.human is None else item.human)
         if self.keep is None or len(self.items) < self.keep:
             self.items.append(item)
+
+    @property
+    def means(self) -> dict[str, float]:
+        """Mean score per scorer, over scored items (NaN when none could be scored)."""
+        return {name: s.mean for name, s in self.summaries.items()}
 
     @property
     def summaries(self) -> dict[str, ScorerSummary]:

@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evalframe import html_report
-from evalframe.errors import ConfigError
+from evalframe import html_report, report, summary
+from evalframe.errors import EXIT_OK, EXIT_TRACKING, ConfigError
+from evalframe.jobs import Best
 from evalframe.redaction import redact, redact_overrides
-from evalframe.results import ItemResult, RunResult
+from evalframe.results import ItemResult, Objective, RunResult
 
 # MLflow retries an unreachable server 7 times with doubling waits (minutes); fail within seconds instead:
 # the results are already on disk, and `log_run=DIR` logs them later.
@@ -32,6 +33,11 @@ os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")  # not "Creating initia
 # trace on SQLite (bench/bench_report.py), so 200 add 10-15 s to a run; items.json holds every item.
 MAX_TRACES = 200
 RESULTS_ARTIFACT = "results.jsonl"  # every item with every step result, as the run's journal wrote it
+OVERRIDES_TAG = "evalframe.overrides"  # the run's command line: rescore composes its config again from it
+# A sweep hands its jobs, through the environment (joblib's workers inherit it), the parent run's id
+# (each job's run is its child) and the keys it varies (each job's run is named after its values).
+PARENT_RUN = "EVALFRAME_PARENT_RUN_ID"
+SWEPT = "EVALFRAME_SWEPT_KEYS"
 
 
 def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
@@ -44,28 +50,6 @@ def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
         else:
             flat[name] = json.dumps(value) if isinstance(value, list | dict) else str(value)
     return flat
-
-
-def reasons_report(result: RunResult) -> str:
-    """A human-readable Markdown report of every item's score and reason."""
-    lines = ["# Reasons", ""]
-    if len(result.items) < result.count:
-        lines += [f"The first {len(result.items)} of {result.count} items; all are in results.jsonl.", ""]
-    for item in result.items:
-        lines += [
-            f"## {item.id}",
-            "",
-            f"**Input:** {item.input}",
-            "",
-            f"**Ground truth:** {item.ground_truth}",
-            "",
-        ]
-        lines += [f"**Output:** {item.output}", ""]
-        for name, r in item.scores.items():
-            shown = f"{r.score:.2f}" if r.scored else "unscored"
-            lines.append(f"- **{name}** {shown}: {r.reason}")
-        lines.append("")
-    return "\n".join(lines)
 
 
 def prompts_log(result: RunResult) -> str:
@@ -109,8 +93,6 @@ def log_run(
     """
     import mlflow
 
-    from evalframe.sweep import PARENT_RUN
-
     safe = redact(config)
     mlflow.set_tracking_uri(uri)
     mlflow.set_experiment(experiment)
@@ -137,7 +119,7 @@ def log_run(
         mlflow.log_table(data=result.table(), artifact_file="items.json")
         mlflow.log_dict(safe, "config.yaml")
         mlflow.log_text(prompts_log(result), "prompts.jsonl")
-        mlflow.log_text(reasons_report(result), "reasons.md")
+        mlflow.log_text(summary.reasons(result), "reasons.md")
         mlflow.log_artifact(str(results_file))
         log_report(result, results_file.parent, run_name)
         tracking = config.get("tracking") or {}
@@ -292,18 +274,18 @@ def _get_run(client: Any, uri: str, run_id: str) -> Any:
         ) from None
 
 
-def run_tags(uri: str, run_id: str) -> dict[str, str]:
-    """A logged run's tags (ConfigError if the run or the store cannot be found)."""
-    return dict(_get_run(_client(uri), uri, run_id).data.tags)
-
-
-def fetch_run(uri: str, run_id: str, directory: Path) -> LoggedRun:
+def fetch_run(uri: str, run_id: str, directory: Path, require_tag: str | None = None) -> LoggedRun:
     """A logged run's tags, metrics and results.jsonl (downloaded into `directory`).
 
-    Every failure is a ConfigError naming what to check: the id, the store, or the artifact.
+    Every failure is a ConfigError naming what to check: the id, the store, the tag, or the artifact.
     """
     client = _client(uri)
     run = _get_run(client, uri, run_id)
+    if require_tag and require_tag not in run.data.tags:
+        raise ConfigError(
+            f"run {run_id} was logged without its command line (tag {require_tag}; an older evalframe "
+            "logged it), so its config cannot be composed again: run it again normally, then rescore that run"
+        )
     names = {a.path for a in client.list_artifacts(run_id)}
     if RESULTS_ARTIFACT not in names:
         raise ConfigError(
@@ -322,8 +304,8 @@ def fetch_run(uri: str, run_id: str, directory: Path) -> LoggedRun:
     )
 
 
-def start_parent(uri: str, experiment: str, name: str, overrides: list[str]) -> str:
-    """Open the sweep's parent run (closed by end_parent when the sweep ends); returns its id."""
+def start_parent(uri: str, experiment: str, name: str, overrides: list[str]) -> None:
+    """Open the sweep's parent run (closed by end_parent when the sweep ends) for its jobs to nest in."""
     import mlflow
     from mlflow.tracking import MlflowClient
 
@@ -335,23 +317,107 @@ def start_parent(uri: str, experiment: str, name: str, overrides: list[str]) -> 
         run_name=name,
         tags={"evalframe.sweep": "true", "evalframe.sweep.overrides": " ".join(safe)},
     )
-    return str(run.info.run_id)
+    os.environ[PARENT_RUN] = str(run.info.run_id)
 
 
-def end_parent(
-    uri: str, run_id: str, tags: Mapping[str, str] | None = None, metrics: Mapping[str, float] | None = None
-) -> None:
-    """Close the sweep's parent run, tagged with its outcome (the best job's values and objective)."""
+def end_parent(uri: str, best: Best | None, objective: Objective, base: Path, files: list[Path]) -> None:
+    """Close the sweep's parent run, if one is open: tagged with the best job's values and objective,
+    with the sweep's report. A tracking outage here must not fail a finished sweep: its files are on disk."""
     import time
 
     from mlflow.entities import Metric, RunTag
     from mlflow.tracking import MlflowClient
 
+    run_id = os.environ.pop(PARENT_RUN, None)
+    if not run_id:
+        return
+    tags = {"evalframe.sweep.objective": objective.metric, "evalframe.sweep.direction": objective.direction}
+    metrics = {}
+    if best is not None:
+        tags["evalframe.sweep.best"] = " ".join(f"{k}={v}" for k, v in best.params.items())
+        tags.update({f"evalframe.sweep.best.{k}": v for k, v in best.params.items()})
+        if best.job is not None:
+            tags["evalframe.sweep.best_job"] = best.job.name
+        metrics["objective"] = best.value
     client = MlflowClient(uri)
+    try:
+        log_files(uri, run_id, base, files)
+    except Exception as e:
+        print(
+            f"warning: could not log {', '.join(p.name for p in files)} to MLflow ({type(e).__name__}: {e})",
+            file=sys.stderr,
+        )
     now = int(time.time() * 1000)
     client.log_batch(
         run_id,
-        metrics=[Metric(k, v, now, 0) for k, v in (metrics or {}).items()],
-        tags=[RunTag(k, str(v)) for k, v in (tags or {}).items()],
+        metrics=[Metric(k, v, now, 0) for k, v in metrics.items()],
+        tags=[RunTag(k, str(v)) for k, v in tags.items()],
     )
     client.set_terminated(run_id)
+
+
+def job_label() -> str:
+    """`penalties.missing=0.05 penalties.contradiction=1.0` for a sweep's job (its swept values), so
+    the jobs' MLflow runs are told apart by name; "" outside a sweep."""
+    from hydra.core.hydra_config import HydraConfig
+
+    keys = json.loads(os.environ.get(SWEPT) or "[]")
+    if not keys or not HydraConfig.initialized():
+        return ""
+    values = dict(o.lstrip("+~").split("=", 1) for o in HydraConfig.get().overrides.task if "=" in o)
+    return " ".join(f"{k}={values[k]}" for k in keys if k in values)
+
+
+def run_name(config: Mapping[str, Any]) -> str:
+    tracking = config.get("tracking") or {}
+    if tracking.get("run_name"):
+        return str(tracking["run_name"])
+    name = f"{config['dataset'].get('name', 'dataset')}-{'+'.join(config['scorers'])}"
+    return f"{name} {job_label()}".strip()  # a sweep's jobs are told apart by their swept values
+
+
+def log(
+    result: RunResult,
+    config: Mapping[str, Any],
+    results_file: Path,
+    overrides: list[str] | None = None,
+    extra_tags: Mapping[str, str] | None = None,
+) -> int:
+    """Log a finished run to MLflow, if tracking is on; if that fails the results stay on disk and we
+    say how to retry. Returns the exit code. `overrides` (the command line) is kept as a tag."""
+    tracking = config.get("tracking") or {}
+    if not tracking.get("enabled"):
+        return EXIT_OK
+    scorers = config.get("scorers") or {}
+    judges = sorted({str(s.get("model", {}).get("name")) for s in scorers.values() if s.get("model")})
+    command = json.dumps(redact_overrides(overrides)) if overrides is not None else ""
+    tags = {
+        "evalframe.dataset": str(config["dataset"].get("name")),
+        "evalframe.scorers": ",".join(scorers),
+        "evalframe.model": ",".join(judges) or "none",
+        # MLflow refuses tags over 8,000 characters: such a run logs, and rescore says why it cannot.
+        **({OVERRIDES_TAG: command} if 0 < len(command) <= 8000 else {}),
+        **(extra_tags or {}),
+    }
+    name = run_name(config)
+    try:
+        experiment_id, run_id = log_run(
+            result,
+            config,
+            uri=tracking["uri"],
+            experiment=tracking["experiment"],
+            run_name=name,
+            tags=tags,
+            results_file=results_file,
+        )
+    except Exception as e:
+        print(
+            f"error: could not log to MLflow at {tracking['uri']} ({type(e).__name__}: {str(e)[:300]}). "
+            f"The results are safe in {results_file}; log them later with: "
+            f"python -m evalframe log_run={results_file.parent}",
+            file=sys.stderr,
+        )
+        return EXIT_TRACKING
+    result.run_id = run_id
+    report.where_to_look(tracking["uri"], experiment_id, run_id)
+    return EXIT_OK

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from evalframe import run
+from evalframe import pipeline
 from evalframe.errors import ConfigError
 from evalframe.scorers.answer_relevancy import AnswerRelevancy, Verdict, Verdicts, reason_from_verdicts, score
 from evalframe.testserver import FakeLLMServer, FakeRequest
@@ -104,7 +104,7 @@ def relevancy(server: FakeLLMServer, *extra: str) -> list[str]:
 
 def test_sample_rows_are_scored_through_the_fake_judge(judge_server: FakeLLMServer, tmp_path: Path) -> None:
     judge_server.responder = relevancy_judge
-    result, code = run.evaluate(compose(relevancy(judge_server, "dataset.limit=6")), tmp_path)
+    result, code = pipeline.evaluate(compose(relevancy(judge_server, "dataset.limit=6")), tmp_path)
     assert code == 0 and result.summaries["answer_relevancy"].scored == 6
     assert [i.scores["answer_relevancy"].score for i in result.items] == [1.0] * 6
     first = result.items[0].scores["answer_relevancy"]
@@ -132,7 +132,7 @@ def test_verdicts_weight_and_edge_cases(judge_server: FakeLLMServer, tmp_path: P
     path.write_text("".join(json.dumps(r) + "\n" for r in ROWS))
     judge_server.responder = relevancy_judge
     overrides = relevancy(judge_server, "dataset=jsonl", f"dataset.path={path}")
-    result, code = run.evaluate(compose(overrides), tmp_path / "a")
+    result, code = pipeline.evaluate(compose(overrides), tmp_path / "a")
     by_id = {i.id: i.scores["answer_relevancy"] for i in result.items}
     assert code == 0
     assert by_id["offtopic"].score == 0.5  # (1 yes + 0.5 x 1 unsure) / 3
@@ -149,7 +149,7 @@ def test_verdicts_weight_and_edge_cases(judge_server: FakeLLMServer, tmp_path: P
 
     # Mastra's weight re-scores the same (cached) verdicts without a single model call.
     judge_server.reset()
-    mastra, _ = run.evaluate(
+    mastra, _ = pipeline.evaluate(
         compose([*overrides, "scorers.answer_relevancy.uncertainty_weight=0.3"]), tmp_path / "b"
     )
     by_id = {i.id: i.scores["answer_relevancy"] for i in mastra.items}
@@ -168,7 +168,7 @@ def test_a_wrong_verdict_count_is_retried_with_the_error_then_unscored(
         return reply
 
     judge_server.responder = one_too_many
-    result, code = run.evaluate(
+    result, code = pipeline.evaluate(
         compose(relevancy(judge_server, "dataset.limit=6", "model.max_retries=2")), tmp_path
     )
     water = result.items[1].scores["answer_relevancy"]

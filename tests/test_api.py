@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from evalframe import Evaluation, evaluate, evaluate_async, run
+from evalframe import Evaluation, evaluate, evaluate_async, pipeline
 from evalframe.context import Context
 from evalframe.data import Row
 from evalframe.errors import ConfigError, DataError
@@ -275,7 +275,7 @@ def test_the_api_composes_the_config_the_cli_would(judge_server: FakeLLMServer, 
         ]
     )
     assert api.config == cli
-    cli_result, _ = run.evaluate(cli, tmp_path / "cli")
+    cli_result, _ = pipeline.evaluate(cli, tmp_path / "cli")
     assert list(api.items["answer_similarity/score"]) == [
         i.scores["answer_similarity"].score for i in cli_result.items
     ]

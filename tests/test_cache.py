@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from evalframe import run
+from evalframe import pipeline
 from evalframe.cache import Cache
 from evalframe.paths import PROMPTS_DIR, SAMPLE_DATASET
 from evalframe.results import RunResult
@@ -20,7 +20,7 @@ from tests.conftest import compose, fake_model, run_cli
 
 def evaluate(server: FakeLLMServer, tmp_path: Path, *extra: str) -> RunResult:
     overrides = ["scorer=answer_similarity", *fake_model(server), "tracking=none", "dataset.limit=8", *extra]
-    return run.evaluate(compose(overrides), tmp_path / "out")[0]
+    return pipeline.evaluate(compose(overrides), tmp_path / "out")[0]
 
 
 def scores(result: RunResult) -> list[float]:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from evalframe import run
+from evalframe import pipeline
 from evalframe.paths import CONF_DIR, PROMPTS_DIR, SAMPLE_DATASET
 from evalframe.results import RunResult
 from evalframe.testserver import FakeLLMServer
@@ -21,7 +21,7 @@ def options(group: str) -> list[str]:
 
 
 def evaluate(overrides: list[str], tmp_path: Path) -> RunResult:
-    return run.evaluate(compose(overrides), tmp_path / "out")[0]
+    return pipeline.evaluate(compose(overrides), tmp_path / "out")[0]
 
 
 def judge(server: FakeLLMServer, *extra: str) -> list[str]:
@@ -205,7 +205,7 @@ def test_tracking_mlflow_logs_to_the_configured_uri(judge_server: FakeLLMServer,
             "dataset.limit=2",
         ]
     )
-    run.evaluate(config, tmp_path / "out")
+    pipeline.evaluate(config, tmp_path / "out")
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=f"sqlite:///{db}")

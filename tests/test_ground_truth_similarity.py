@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from evalframe import run
+from evalframe import pipeline
 from evalframe.paths import SAMPLE_DATASET
 from evalframe.scorers.ground_truth_similarity import (
     Comparison,
@@ -169,7 +169,7 @@ def sample_rows(tmp_path: Path, *ids: str) -> Path:
 
 def test_sample_rows_are_scored_through_the_fake_judge(judge_server: FakeLLMServer, tmp_path: Path) -> None:
     judge_server.responder = compare_judge
-    result, code = run.evaluate(compose(gts(judge_server, "dataset.limit=6")), tmp_path)
+    result, code = pipeline.evaluate(compose(gts(judge_server, "dataset.limit=6")), tmp_path)
     assert code == 0 and result.summaries["ground_truth_similarity"].scored == 6
     scores = {i.id: i.scores["ground_truth_similarity"].score for i in result.items}
     assert scores["exact-capital"] == scores["exact-water"] == 1.0
@@ -194,7 +194,9 @@ SEEDS = {
 def test_seed_rows_end_to_end(judge_server: FakeLLMServer, tmp_path: Path) -> None:
     judge_server.responder = compare_judge
     path = sample_rows(tmp_path, *SEEDS)
-    result, code = run.evaluate(compose(gts(judge_server, "dataset=jsonl", f"dataset.path={path}")), tmp_path)
+    result, code = pipeline.evaluate(
+        compose(gts(judge_server, "dataset=jsonl", f"dataset.path={path}")), tmp_path
+    )
     assert code == 0
     assert {i.id: i.scores["ground_truth_similarity"].score for i in result.items} == SEEDS
     empty = next(i for i in result.items if i.id == "empty-output").scores["ground_truth_similarity"]
@@ -216,9 +218,9 @@ def test_missing_ground_truth_scores_zero_when_not_required(
     judge_server.responder = compare_judge
     overrides = gts(judge_server, "dataset=jsonl", f"dataset.path={path}")
     with pytest.raises(Exception, match=r"no ground_truth"):
-        run.evaluate(compose(overrides), tmp_path / "a")
+        pipeline.evaluate(compose(overrides), tmp_path / "a")
     overrides.append("scorers.ground_truth_similarity.require_ground_truth=false")
-    result, code = run.evaluate(compose(overrides), tmp_path / "b")
+    result, code = pipeline.evaluate(compose(overrides), tmp_path / "b")
     missing = result.items[1].scores["ground_truth_similarity"]
     assert code == 0 and missing.score == 0.0 and "No ground truth" in missing.reason
     assert result.items[0].scores["ground_truth_similarity"].score == 1.0
@@ -236,7 +238,7 @@ def test_a_wrong_comparison_count_is_retried_with_the_error_then_unscored(
         return reply
 
     judge_server.responder = one_too_many
-    result, code = run.evaluate(
+    result, code = pipeline.evaluate(
         compose(gts(judge_server, "dataset.limit=6", "model.max_retries=2")), tmp_path
     )
     water = result.items[1].scores["ground_truth_similarity"]
@@ -266,10 +268,10 @@ def test_shares_extraction_requests_with_answer_similarity(
         "tracking=none",
         "cache=off",
     ]  # sharing within the run, not the cache
-    alone, _ = run.evaluate(compose(["scorer=answer_similarity", *common]), tmp_path / "a")
+    alone, _ = pipeline.evaluate(compose(["scorer=answer_similarity", *common]), tmp_path / "a")
     extractions = units_requests(judge_server)
     judge_server.reset()
-    both, _ = run.evaluate(
+    both, _ = pipeline.evaluate(
         compose(["scorer=[answer_similarity,ground_truth_similarity]", *common]), tmp_path / "b"
     )
     assert extractions > 0 and units_requests(judge_server) == extractions

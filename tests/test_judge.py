@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from evalframe import run
+from evalframe import pipeline
 from evalframe.errors import ConfigError, PromptError
 from evalframe.scorers.judge import Choice, Number, Verdicts, parse_output, score
 from evalframe.testserver import FakeLLMServer, FakeRequest
@@ -128,7 +128,7 @@ def factuality(server: FakeLLMServer, tmp_path: Path, *extra: str) -> dict[str, 
 
 def test_factuality_scores_the_judges_choice(judge_server: FakeLLMServer, tmp_path: Path) -> None:
     judge_server.responder = factuality_responder
-    result, code = run.evaluate(factuality(judge_server, tmp_path), tmp_path / "out")
+    result, code = pipeline.evaluate(factuality(judge_server, tmp_path), tmp_path / "out")
     assert code == 0
     scores = {i.id: i.scores["factuality"] for i in result.items}
     assert {i: s.score for i, s in scores.items()} == {
@@ -150,7 +150,9 @@ def test_invalid_choice_is_retried_with_the_error_then_unscored(
     judge_server: FakeLLMServer, tmp_path: Path
 ) -> None:
     judge_server.responder = lambda req: {"reason": "hard to say", "choice": "maybe"}
-    result, code = run.evaluate(factuality(judge_server, tmp_path, "model.max_retries=1"), tmp_path / "out")
+    result, code = pipeline.evaluate(
+        factuality(judge_server, tmp_path, "model.max_retries=1"), tmp_path / "out"
+    )
     assert code == 4  # every item unscored
     assert len(judge_server.requests) == 2 * len(ROWS)  # first try + one retry per item
     retries = [r for r in judge_server.requests if len(r.messages) > 2]
@@ -170,10 +172,10 @@ def test_a_bad_output_form_stops_the_run_before_any_call(judge_server: FakeLLMSe
     config = factuality(judge_server, tmp_path)
     config["scorers"]["factuality"]["output"] = {"type": "scale"}
     with pytest.raises(ConfigError, match=r"scorers\.factuality\.output\.type='scale'"):
-        run.evaluate(config, tmp_path / "out")
+        pipeline.evaluate(config, tmp_path / "out")
     config["scorers"]["factuality"]["output"] = {"type": "number", "min": 5, "max": 1}
     with pytest.raises(ConfigError, match=r"scorers\.factuality\.output\.min=5 must be less than"):
-        run.evaluate(config, tmp_path / "out")
+        pipeline.evaluate(config, tmp_path / "out")
     assert judge_server.count() == 0
 
 
@@ -187,7 +189,7 @@ def test_an_undefined_template_variable_stops_the_run_before_any_call(
         PromptError,
         match=r"'answer' is undefined; the variables available are: ground_truth, input, output, row",
     ):
-        run.evaluate(config, tmp_path / "out")
+        pipeline.evaluate(config, tmp_path / "out")
     assert judge_server.count() == 0
 
 

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from evalframe import run
+from evalframe import pipeline
 from evalframe.cache import Cache
 from evalframe.llm import LLM, ModelSettings
 from evalframe.results import Stats, StepResult
@@ -32,7 +32,7 @@ def test_transient_faults_on_a_fifth_of_calls_still_score_every_item(tmp_path: P
         config = compose(
             ["scorer=answer_similarity", *fake_model(flaky), "tracking=none", "model.max_retries=6"]
         )
-        result, _ = run.evaluate(config, tmp_path)
+        result, _ = pipeline.evaluate(config, tmp_path)
         assert flaky.faults > 5
     summary = result.summaries["answer_similarity"]
     assert summary.scored == 28 and summary.unscored == 0

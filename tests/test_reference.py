@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from evalframe import run
+from evalframe import pipeline
 from evalframe.agreement import agreement
 from evalframe.scorers.reference import exact_match, normalize, token_f1
 from tests.conftest import compose
@@ -67,7 +67,7 @@ def test_too_few_pairs_give_only_the_count() -> None:
 def test_sas_squad_agreement_is_logged_per_scorer(tmp_path: Path) -> None:
     db = tmp_path / "m.db"
     config = compose(["dataset=sas_squad", "scorer=[token_f1,exact_match]", f"tracking.uri=sqlite:///{db}"])
-    result, code = run.evaluate(config, tmp_path / "out")
+    result, code = pipeline.evaluate(config, tmp_path / "out")
     assert code == 0 and len(result.items) == 942
     assert result.items[0].human == 0.0 and result.items[1].human == 1.0  # "Seine,Epte,0.0"; "...,1.0"
     f1 = result.agreement["token_f1"]

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from evalframe import run
+from evalframe import pipeline
 from evalframe.testserver import FakeLLMServer, FakeRequest, Fault
 from tests.conftest import compose, fake_model, run_cli
 from tests.fake_judge import judge, step_of
@@ -61,7 +61,7 @@ def test_invalid_analysis_is_retried_with_the_error_then_unscored(
 ) -> None:
     bad = BAD_REPLIES[fault]
     judge_server.responder = lambda req: bad(req) if step_of(req) == "Analysis" else judge(req)
-    result, code = run.evaluate(
+    result, code = pipeline.evaluate(
         compose(judged(judge_server, "dataset.limit=3", "model.max_retries=2")), tmp_path
     )
     assert code == 4  # all three unscored: above max_unscored_rate
@@ -88,7 +88,7 @@ def test_the_verdict_count_error_is_given_back_to_the_model(
         return replies.pop() if replies and step_of(req) == "Analysis" else judge(req)
 
     judge_server.responder = once_wrong
-    result, code = run.evaluate(compose(judged(judge_server, "dataset.limit=1")), tmp_path)
+    result, code = pipeline.evaluate(compose(judged(judge_server, "dataset.limit=1")), tmp_path)
     assert code == 0 and result.items[0].scores["answer_similarity"].score == 1.0
     retry = [r for r in judge_server.requests if step_of(r) == "Analysis"][-1]
     assert "'matches' has 7 entries but there are 1 ground-truth units" in retry.messages[-1]["content"]
@@ -122,7 +122,7 @@ def test_429_500_503_and_timeouts_on_a_fifth_of_calls(tmp_path: Path) -> None:
 
     with FakeLLMServer(responder=flaky) as server:
         overrides = judged(server, "model.timeout=1", "model.max_retries=8", "concurrency=8")
-        result, code = run.evaluate(compose(overrides), tmp_path)
+        result, code = pipeline.evaluate(compose(overrides), tmp_path)
     assert all(injected[k] > 0 for k in ("429", "500", "503", "timeout")), injected
     assert code == 0
     assert result.summaries["answer_similarity"].scored == 28
@@ -290,7 +290,9 @@ def test_large_outputs_and_template_text_arrive_literally(
     path = tmp_path / "d.jsonl"
     rows = [{"input": "{{ 7*7 }}", "ground_truth": "{% for x in y %}Paris{% endfor %}", "output": big}]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    result, _ = run.evaluate(compose(judged(judge_server, "dataset=jsonl", f"dataset.path={path}")), tmp_path)
+    result, _ = pipeline.evaluate(
+        compose(judged(judge_server, "dataset=jsonl", f"dataset.path={path}")), tmp_path
+    )
     sent = "\n".join(m["content"] for r in judge_server.requests for m in r.messages)
     assert "{% for x in y %}Paris{% endfor %}" in sent and "{{ 7*7 }}" in sent and big.strip() in sent
     assert result.items[0].scores["answer_similarity"].scored
@@ -302,7 +304,9 @@ def test_injection_in_the_output_stays_fenced_data(judge_server: FakeLLMServer, 
     path.write_text(
         json.dumps({"input": "Capital of Japan?", "ground_truth": "Tokyo.", "output": attack}) + "\n"
     )
-    result, _ = run.evaluate(compose(judged(judge_server, "dataset=jsonl", f"dataset.path={path}")), tmp_path)
+    result, _ = pipeline.evaluate(
+        compose(judged(judge_server, "dataset=jsonl", f"dataset.path={path}")), tmp_path
+    )
     [extract] = [
         r
         for r in judge_server.requests
@@ -411,10 +415,10 @@ def test_unscored_share_below_the_limit_passes(judge_server: FakeLLMServer, tmp_
 
     judge_server.responder = one_bad
     overrides = judged(judge_server, "dataset.limit=20", "model.max_retries=0")
-    _, code = run.evaluate(compose([*overrides, "max_unscored_rate=0.1"]), tmp_path / "a")
+    _, code = pipeline.evaluate(compose([*overrides, "max_unscored_rate=0.1"]), tmp_path / "a")
     assert code == 0  # 1 of 20 unscored = 0.05
     broken["n"] = 0
-    _, code = run.evaluate(compose([*overrides, "max_unscored_rate=0.01", "cache=off"]), tmp_path / "b")
+    _, code = pipeline.evaluate(compose([*overrides, "max_unscored_rate=0.01", "cache=off"]), tmp_path / "b")
     assert code == 4
 
 
@@ -429,9 +433,9 @@ def test_require_ground_truth_false_scores_rows_without_it_zero(
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     overrides = judged(judge_server, "dataset=jsonl", f"dataset.path={path}")
     with pytest.raises(Exception, match=r"line 2 \(id 2\): no ground_truth"):
-        run.evaluate(compose(overrides), tmp_path / "a")
+        pipeline.evaluate(compose(overrides), tmp_path / "a")
     assert judge_server.count() == 0
-    result, code = run.evaluate(
+    result, code = pipeline.evaluate(
         compose([*overrides, "scorers.answer_similarity.require_ground_truth=false"]), tmp_path / "b"
     )
     missing = result.items[1].scores["answer_similarity"]

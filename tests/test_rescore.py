@@ -146,12 +146,13 @@ def test_rescore_with_new_penalties_makes_no_call_and_links_the_old_run(
     # Usage errors, found before anything runs (in-process: the same code the sub-command runs first).
     store = f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}"
     with pytest.raises(ConfigError, match=r"dataset\.limit=3 cannot change them"):
-        command_line([f"run_id={old.info.run_id}", "dataset.limit=3", store])
+        command_line([f"run_id={old.info.run_id}", "dataset.limit=3", store], tmp_path / "dl")
     with pytest.raises(ConfigError, match="no such run in the MLflow store"):
-        command_line(["run_id=0123456789abcdef0123456789abcdef", store])
+        command_line(["run_id=0123456789abcdef0123456789abcdef", store], tmp_path / "dl")
     with pytest.raises(ConfigError, match=r"check tracking\.uri"):
         command_line(
-            [f"run_id={old.info.run_id}", f"tracking.uri=sqlite:///{tmp_path}/no/such/dir/mlflow.db"]
+            [f"run_id={old.info.run_id}", f"tracking.uri=sqlite:///{tmp_path}/no/such/dir/mlflow.db"],
+            tmp_path / "dl",
         )
     assert not (tmp_path / "no").exists()  # no empty store made on the way
     from mlflow.tracking import MlflowClient
@@ -160,7 +161,7 @@ def test_rescore_with_new_penalties_makes_no_call_and_links_the_old_run(
     with pytest.raises(ConfigError, match=r"no results\.jsonl artifact"):
         fetch_run(store.removeprefix("tracking.uri="), bare.info.run_id, tmp_path / "download")
     with pytest.raises(ConfigError, match="logged without its command line"):
-        command_line([f"run_id={bare.info.run_id}", store])
+        command_line([f"run_id={bare.info.run_id}", store], tmp_path / "dl")
     assert judge_server.count() == 0
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from evalframe import data, run
+from evalframe import data, pipeline
 from evalframe.errors import DataError
 from evalframe.journal import RESULTS
 from evalframe.paths import SAMPLE_DATASET
@@ -88,14 +88,14 @@ def test_an_error_on_the_last_line_stops_the_run_before_any_call(
         ]
     )
     with pytest.raises(DataError, match=message):
-        run.evaluate(config, tmp_path / "out")
+        pipeline.evaluate(config, tmp_path / "out")
     assert judge_server.count() == 0
     assert not (tmp_path / "out" / RESULTS).exists()
 
 
 def _evaluate(server: FakeLLMServer, out: Path, *extra: str) -> RunResult:
     overrides = ["scorer=[answer_similarity,token_f1]", *fake_model(server), "tracking=none", *extra]
-    return run.evaluate(compose(overrides), out)[0]
+    return pipeline.evaluate(compose(overrides), out)[0]
 
 
 def _journal(out: Path) -> list[dict[str, Any]]:
@@ -140,7 +140,7 @@ def test_keep_items_caps_the_items_held_not_the_aggregates(
 def test_a_large_run_logs_its_first_items_and_says_so(judge_server: FakeLLMServer, tmp_path: Path) -> None:
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     overrides = ["scorer=token_f1", "tracking=mlflow", f"tracking.uri={uri}", "keep_items=4", "window=3"]
-    run.evaluate(compose(overrides), tmp_path / "out")
+    pipeline.evaluate(compose(overrides), tmp_path / "out")
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=uri)
@@ -160,13 +160,13 @@ def test_resume_skips_finished_windows_and_counts_their_items(
 ) -> None:
     overrides = ["scorer=answer_similarity", *fake_model(judge_server), "tracking=none", "cache=off"]
     config = compose([*overrides, "dataset.limit=12", "window=4"])
-    full = run.evaluate(config, tmp_path / "out")[0]
+    full = pipeline.evaluate(config, tmp_path / "out")[0]
     all_calls = judge_server.count()
     # As if killed after 6 items: the first window and half of the second are on disk.
     journal = tmp_path / "out" / RESULTS
     journal.write_text("".join(journal.read_text().splitlines(keepends=True)[:6]))
     judge_server.reset()
-    resumed = run.evaluate(config, tmp_path / "out", resume_from=tmp_path / "out")[0]
+    resumed = pipeline.evaluate(config, tmp_path / "out", resume_from=tmp_path / "out")[0]
     assert 0 < judge_server.count() < all_calls
     assert resumed.count == 12 and [i.id for i in resumed.items] == [i.id for i in full.items]
     assert resumed.summaries["answer_similarity"].mean == full.summaries["answer_similarity"].mean

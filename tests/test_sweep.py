@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from evalframe import run
+from evalframe import pipeline
 from evalframe.errors import ConfigError
-from evalframe.objective import Objective, of_config
+from evalframe.objective import of_config
 from evalframe.paths import CONF_DIR
+from evalframe.results import Objective
 from evalframe.testserver import FakeLLMServer
 from tests import short_answer_judge
 from tests.conftest import compose, fake_model, run_cli, sweep_runs
@@ -131,7 +132,7 @@ def test_optuna_tunes_the_penalties_to_human_scores_with_one_runs_judge_calls(
     # Word units make a short answer partly right, so the weights change how the pairs rank.
     judge_server.responder = short_answer_judge.judge
     data = ["scorer=answer_similarity", *fake_model(judge_server), "dataset=sas_squad", "dataset.limit=40"]
-    single = run.evaluate(compose([*data, "tracking=none"]), tmp_path / "single")[0]
+    single = pipeline.evaluate(compose([*data, "tracking=none"]), tmp_path / "single")[0]
     one_run = judge_server.count()
     assert one_run > 0 and single.agreement["answer_similarity"]["n"] == 40
     judge_server.reset()

@@ -1,4 +1,6 @@
-"""The pipeline, top to bottom: config -> rows -> outputs -> scores -> results -> MLflow + console.
+"""The pipeline, top to bottom: plan (config -> target, scorers, validated rows), execute (rows ->
+outputs -> scores, journaled item by item), aggregate (agreement, objective), then the results go to
+the console, report.html and MLflow.
 
 Everything that can be checked is checked before the first model call: config, credentials, every
 dataset row and every prompt template.
@@ -7,25 +9,23 @@ dataset row and every prompt template.
 from __future__ import annotations
 
 import asyncio
-import json
-import logging
-import math
 import sys
-from collections.abc import Awaitable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
-from evalframe import data, gate, html_report, redaction, report
+from evalframe import data, gate, html_report, report, tracking
 from evalframe import objective as objectives
+from evalframe.agreement import with_agreement
 from evalframe.cache import Cache
 from evalframe.context import Context
 from evalframe.data import Row
-from evalframe.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_TRACKING, ConfigError, EvalframeError
-from evalframe.journal import MANIFEST, Journal, read_items, resume_dir
-from evalframe.redaction import redact_overrides
-from evalframe.results import ItemResult, RunResult, ScoreResult
+from evalframe.errors import EXIT_INTERRUPTED, ConfigError
+from evalframe.journal import Journal, read_items
+from evalframe.results import ItemResult, Objective, RunResult, ScoreResult
 from evalframe.scorers import Scorer
+from evalframe.summary import Summary
 from evalframe.targets import Target
 
 T = TypeVar("T")
@@ -185,95 +185,17 @@ def run_async(coro: Coroutine[Any, Any, T]) -> T:
     return uvloop.run(coro)
 
 
-def with_agreement(result: RunResult, config: Mapping[str, Any]) -> RunResult:
-    """Compare every scorer with the dataset's human scores, when it has them."""
-    human = list(result.human)
-    if all(math.isnan(h) for h in human):
-        return result
-    from evalframe.agreement import agreement
-
-    dataset = config.get("dataset") or {}
-    for name in result.scorers:
-        scores = list(result.scores[name])
-        result.agreement[name] = agreement(
-            scores, human, dataset.get("human_range") or (0, 1), float(config.get("agreement_threshold", 0.5))
-        )
-    return result
-
-
-def run_name(config: Mapping[str, Any]) -> str:
-    tracking = config.get("tracking") or {}
-    if tracking.get("run_name"):
-        return str(tracking["run_name"])
-    from evalframe.sweep import job_label
-
-    scorers = "+".join(config["scorers"])
-    name = f"{config['dataset'].get('name', 'dataset')}-{scorers}"
-    return f"{name} {job_label()}".strip()  # a sweep's jobs are told apart by their swept values
-
-
-def log(
-    result: RunResult,
-    config: dict[str, Any],
-    results_file: Path,
-    overrides: list[str] | None = None,
-    extra_tags: Mapping[str, str] | None = None,
-) -> int:
-    """Log a finished run to MLflow; if that fails the results stay on disk and we say how to retry.
-
-    `overrides` (the command line) is kept as a tag: `rescore` re-composes the run's config from it.
-    """
-    tracking = config.get("tracking") or {}
-    if not tracking.get("enabled"):
-        return EXIT_OK
-    from evalframe import tracking as mlflow_tracking
-
-    scorers = config.get("scorers") or {}
-    judges = sorted({str(s.get("model", {}).get("name")) for s in scorers.values() if s.get("model")})
-    command = json.dumps(redact_overrides(overrides)) if overrides is not None else ""
-    tags = {
-        "evalframe.dataset": str(config["dataset"].get("name")),
-        "evalframe.scorers": ",".join(scorers),
-        "evalframe.model": ",".join(judges) or "none",
-        # MLflow refuses tags over 8,000 characters: such a run logs, and rescore says why it cannot.
-        **({"evalframe.overrides": command} if 0 < len(command) <= 8000 else {}),
-        **(extra_tags or {}),
-    }
-    try:
-        experiment_id, run_id = mlflow_tracking.log_run(
-            result,
-            config,
-            uri=tracking["uri"],
-            experiment=tracking["experiment"],
-            run_name=run_name(config),
-            tags=tags,
-            results_file=results_file,
-        )
-    except Exception as e:
-        print(
-            f"error: could not log to MLflow at {tracking['uri']} ({type(e).__name__}: {str(e)[:300]}). "
-            f"The results are safe in {results_file}; log them later with: "
-            f"python -m evalframe log_run={results_file.parent}",
-            file=sys.stderr,
-        )
-        return EXIT_TRACKING
-    result.run_id = run_id
-    report.where_to_look(tracking["uri"], experiment_id, run_id)
-    return EXIT_OK
-
-
 def evaluate(
     config: dict[str, Any],
     output_dir: Path,
     resume_from: Path | None = None,
     overrides: list[str] | None = None,
     given: Given | None = None,
-    tags: Mapping[str, str] | None = None,
+    annotate: Callable[[RunResult], Mapping[str, str]] | None = None,
 ) -> tuple[RunResult, int]:
-    """Run a resolved config end to end: plan, execute (journaling each item), gate, log, print.
-
-    Returns the result and the exit code (gate, unscored rate, tracking). `tags` go on the MLflow run.
-    """
+    """Run a resolved config end to end: plan, execute (journaling each item), aggregate, then print,
+    write report.html, gate and log to MLflow. Returns the result and the exit code (gate, unscored
+    rate, tracking). `annotate` gives tags for the MLflow run once the result is known."""
     p = plan(config, given)
     objective = objectives.of_config(config)  # a typo in objective.metric must not cost a sweep
     gate_cfg = config.get("gate") or {}
@@ -301,94 +223,25 @@ def evaluate(
             file=sys.stderr,
         )
         raise SystemExit(EXIT_INTERRUPTED) from None
-    with_agreement(result, config)
-    result.objective = objectives.measure(objective, result.metrics())
-    journal.finish({name: s.mean for name, s in result.summaries.items()}, result.objective)
-    report.summary(result, journal.path, ctx.stats)
-    html_report.write_run_report(result, journal.directory, run_name(config))
+    result.stats = ctx.stats
+    aggregate(result, config, objective)
+    journal.finish(result.means, result.objective)
+    report.summary(Summary.of(result), journal.path)
+    html_report.write_run_report(result, journal.directory, tracking.run_name(config))
     code, checks = gate.evaluate(result, gate_cfg, float(config.get("max_unscored_rate", 0.1)))
     report.gate(code, checks)
-    logged = log(result, config, journal.path, overrides, tags)
+    logged = tracking.log(result, config, journal.path, overrides, annotate(result) if annotate else None)
     return result, code or logged
+
+
+def aggregate(result: RunResult, config: Mapping[str, Any], objective: Objective) -> RunResult:
+    """What a finished run adds up to beyond its means: agreement with people, the objective."""
+    with_agreement(result, config)
+    result.objective = objectives.measure(objective, result.metrics())
+    return result
 
 
 def keep_items(config: Mapping[str, Any]) -> int | None:
     """How many items a result holds for MLflow's table, reasons.md and prompts.jsonl (null: all)."""
     keep = config.get("keep_items", 10000)
     return None if keep is None else int(keep)
-
-
-def log_saved_run(directory: Path, config: dict[str, Any]) -> int:
-    """`log_run=DIR`: log a run that finished while MLflow was unreachable."""
-    journal = Journal(directory)
-    manifest = journal.manifest
-    if manifest.get("status") != "finished":
-        raise ConfigError(
-            f"log_run={directory}: no finished run there "
-            f"({MANIFEST} says {manifest.get('status', 'nothing')}); resume it first with resume=PATH"
-        )
-    saved = manifest["config"]
-    # Log where the current command says (tracking.uri=...), with the run's own config otherwise.
-    saved["tracking"] = {**saved.get("tracking", {}), **config.get("tracking", {}), "enabled": True}
-    items = read_items(journal.path)
-    result = with_agreement(
-        RunResult(items=items, scorers=list(saved["scorers"]), keep=keep_items(saved)), saved
-    )
-    result.objective = objectives.from_json(manifest.get("objective"))
-    print(f"logging {len(items)} items from {journal.path}", file=sys.stderr)
-    return log(result, saved, journal.path, manifest.get("overrides"))
-
-
-def _quiet_libraries() -> None:
-    """Hydra logs at INFO; the libraries' INFO chatter (model loading, DB migrations) hides our output."""
-    for name in ("sentence_transformers", "mlflow", "LiteLLM", "litellm", "httpx", "alembic", "transformers"):
-        logging.getLogger(name).setLevel(logging.WARNING)
-
-
-def main(cfg: Any) -> tuple[int, float]:
-    """Hydra's task function: resolve the config, run, and turn every outcome into an exit code.
-
-    Also returns the run's objective for a sweeper such as Optuna (the worst value when there is none).
-    """
-    from hydra.core.hydra_config import HydraConfig
-    from omegaconf import OmegaConf
-    from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
-
-    from evalframe.sweep import require_multirun
-
-    _quiet_libraries()
-    hydra_cfg = HydraConfig.get()
-    direction = "minimize" if OmegaConf.select(cfg, "objective.direction") == "minimize" else "maximize"
-    failed = objectives.Objective("none", direction)
-    output_dir = Path(hydra_cfg.runtime.output_dir)
-    # Hydra has already written the command line to .hydra/: blank any secret passed on it.
-    hydra_files = output_dir / hydra_cfg.output_subdir if hydra_cfg.output_subdir else output_dir
-    overrides = [o.split("=", 1) for o in hydra_cfg.overrides.task if "=" in o]
-    redaction.scrub(hydra_files, [v for k, v in overrides if redaction.is_secret(k.lstrip("+~"))])
-    try:
-        try:
-            config = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
-        except MissingMandatoryValue as e:
-            raise ConfigError(
-                f"{e.full_key} is required: set it on the command line ({e.full_key}=...)"
-            ) from None
-        except OmegaConfBaseException as e:
-            raise ConfigError(f"config error: {e}") from None
-        config = cast(dict[str, Any], config)
-        redaction.scrub(hydra_files, list(redaction.values(config)))  # secrets set in YAML files too
-        if config.get("log_run"):
-            return log_saved_run(Path(config["log_run"]), config), failed.worst
-        if config.get("rescore"):
-            from evalframe import rescore
-
-            code, objective = rescore.main(config, output_dir, list(hydra_cfg.overrides.task))
-            return code, (objective or failed).returned()
-        require_multirun(hydra_cfg)
-        # Hydra's default run directory is outputs/DATE/TIME: unfinished runs are looked for there.
-        outputs = output_dir.parent.parent
-        resume_from = resume_dir(config.get("resume"), outputs, config)
-        result, code = evaluate(config, output_dir, resume_from, list(hydra_cfg.overrides.task))
-        return code, (result.objective or failed).returned()
-    except EvalframeError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return e.exit_code, failed.worst

@@ -1,0 +1,46 @@
+"""The config outside the command line's own Hydra app: composing conf/ for the Python API and for
+rescore's look-ups, and resolving a composed config into plain data with errors that say what to fix.
+`python -m evalframe` composes through @hydra.main (evalframe.__main__); everything else comes here."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
+
+from evalframe.errors import ConfigError
+from evalframe.paths import CONF_DIR
+
+
+def compose(overrides: list[str]) -> DictConfig:
+    """Compose conf/ with Hydra, also from inside a running @hydra.main app (the host's Hydra state
+    is set aside and put back, so its HydraConfig and later compose calls are untouched)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.errors import HydraException
+    from hydra.initialize import get_gh_backup, restore_gh_from_backup
+
+    host = get_gh_backup()
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            return hydra_compose(config_name="config", overrides=overrides)
+    except (HydraException, OmegaConfBaseException) as e:
+        raise ConfigError(f"config error: {e}") from None
+    finally:
+        restore_gh_from_backup(host)
+
+
+def resolve(cfg: DictConfig) -> dict[str, Any]:
+    """The composed config as plain data, every interpolation resolved and every `???` filled."""
+    try:
+        resolved = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+    except MissingMandatoryValue as e:
+        raise ConfigError(
+            f"{e.full_key} is required: set it on the command line ({e.full_key}=...)"
+        ) from None
+    except OmegaConfBaseException as e:
+        raise ConfigError(f"config error: {e}") from None
+    return {str(k): v for k, v in cast(dict[Any, Any], resolved).items()}

@@ -1,0 +1,93 @@
+"""A sweep's jobs as their run directories recorded them (run.json), and the best of them: what the
+end-of-sweep table, sweep.html and the parent MLflow run show."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from evalframe.journal import MANIFEST
+from evalframe.results import Objective
+
+OPTUNA_RESULTS = "optimization_results.yaml"  # written into the sweep directory by the Optuna sweeper
+
+
+@dataclass
+class Job:
+    name: str  # the job's directory in the sweep directory: 0, 1, ...
+    overrides: dict[str, str]  # key -> value, as given to the job
+    means: dict[str, float]
+    objective: float  # NaN when the job finished without one (or did not finish)
+    metric: str | None = None  # what `objective` measures, as the job recorded it
+    direction: str = "maximize"
+
+
+@dataclass
+class Best:
+    params: dict[str, str]
+    value: float
+    job: Job | None
+
+
+def read_jobs(sweep_dir: Path) -> list[Job]:
+    jobs = []
+    for manifest in Path(sweep_dir).glob(f"*/{MANIFEST}"):
+        data = json.loads(manifest.read_text())
+        recorded = data.get("objective") or {}
+        value = recorded.get("value")
+        overrides = dict(o.split("=", 1) for o in data.get("overrides", []) if "=" in o)
+        jobs.append(
+            Job(
+                manifest.parent.name,
+                {k.lstrip("+~"): v for k, v in overrides.items()},
+                data.get("means", {}),
+                math.nan if value is None else float(value),
+                recorded.get("metric"),
+                recorded.get("direction") or "maximize",
+            )
+        )
+    return sorted(jobs, key=lambda j: (len(j.name), j.name))  # 0, 1, ..., 10 in launch order
+
+
+def swept_keys(jobs: list[Job], configured: list[str]) -> list[str]:
+    """The keys a sweep varies: its preset's parameters plus any override that differs between jobs."""
+    keys = [k.lstrip("+~") for k in configured]
+    for job in jobs:
+        for key, value in job.overrides.items():
+            if key not in keys and any(other.overrides.get(key) != value for other in jobs):
+                keys.append(key)
+    return keys
+
+
+def objective_of(config: DictConfig, jobs: list[Job]) -> Objective:
+    """The metric the jobs recorded (a null objective.metric resolves in each job to its first
+    scorer's mean), else what the config says."""
+    recorded = next((j for j in jobs if j.metric), None)
+    if recorded is not None:
+        return Objective(str(recorded.metric), recorded.direction)
+    direction = "minimize" if OmegaConf.select(config, "objective.direction") == "minimize" else "maximize"
+    return Objective(str(OmegaConf.select(config, "objective.metric") or "objective"), direction)
+
+
+def best_of(sweep_dir: Path, jobs: list[Job], objective: Objective, swept: list[str]) -> Best | None:
+    """The best job: Optuna's own verdict when it ran (its optimization_results.yaml), else the
+    ranking's first. None when no job has an objective value."""
+    ranked = sorted(jobs, key=lambda j: objective.rank(j.objective))
+    top = ranked[0] if ranked and not math.isnan(ranked[0].objective) else None
+    optuna = Path(sweep_dir) / OPTUNA_RESULTS
+    if optuna.is_file():
+        results = OmegaConf.to_container(OmegaConf.load(optuna))
+        assert isinstance(results, dict)
+        value = float(results.get("best_value", math.nan))
+        if "best_params" not in results or not math.isfinite(value):
+            return None  # multi-objective, or every trial reported the worst value (NaN objective)
+        params = {str(k): str(v) for k, v in results["best_params"].items()}
+        job = next((j for j in ranked if all(j.overrides.get(k) == v for k, v in params.items())), top)
+        return Best(params, value, job)
+    if top is None:
+        return None
+    return Best({k: top.overrides[k] for k in swept if k in top.overrides}, top.objective, top)
