@@ -108,14 +108,14 @@ def evaluate(overrides: list[str], out: Path) -> float:
     import contextlib
     import io
 
-    from evalframe import llm, run
+    from evalframe import llm, pipeline
 
     llm.lib()  # importing litellm (~4 s) is start-up, not the run: (e) measures start-up
 
     config = compose(overrides)
     started = time.perf_counter()
     with contextlib.redirect_stdout(io.StringIO()):
-        run.evaluate(config, out)
+        pipeline.evaluate(config, out)
     return time.perf_counter() - started
 
 
