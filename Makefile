@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: setup run ui test lint clean
+.PHONY: setup run ui test check lint clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -27,6 +27,11 @@ ui: setup
 # The test suite (CI calls this). pytest exits 5 when it collects nothing: that is a failure too.
 test: setup
 	$(PY) -m pytest -q; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests ran" >&2; exit 1; fi; exit $$rc
+
+# Daily work: the tests that run in process (the scripted judge, no subprocess, browser, PostgreSQL,
+# Ray or local embedding model). `make test` runs these and all the others.
+check: setup
+	$(PY) -m pytest -q -m "not slow"; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests ran" >&2; exit 1; fi; exit $$rc
 
 lint: setup
 	$(VENV)/bin/ruff check

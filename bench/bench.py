@@ -45,7 +45,7 @@ def judge_server(latency: float) -> Iterator[str]:
         [
             sys.executable,
             "-m",
-            "evalframe.testserver",
+            "tests.testserver",
             "--port",
             str(port),
             "--latency",
@@ -128,7 +128,7 @@ def bench_throughput(base: str, work: Path, items: int, latency: float, concurre
             "model=gpt",
             f"model.api_base={base}/v1",
             "tracking=none",
-            "cache=off",
+            "cache.mode=off",
             "dataset=jsonl",
             f"dataset.path={data}",
             f"concurrency={concurrency}",

@@ -124,7 +124,7 @@ def measure(code: Path, data: Path, work: Path, extra: list[str]) -> tuple[float
     command = [
         *(sys.executable, "-m", "evalframe", "dataset=jsonl", f"dataset.path={data}"),
         *("scorer=semantic_similarity", "tracking=mlflow", f"tracking.uri=sqlite:///{work / 'mlflow.db'}"),
-        *("cache=off", f"hydra.run.dir={work / 'run'}", *extra),
+        *("cache.mode=off", f"hydra.run.dir={work / 'run'}", *extra),
     ]
     started = time.perf_counter()
     log = (work / "log.txt").open("w")

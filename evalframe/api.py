@@ -23,6 +23,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from evalframe.cache import MODES
 from evalframe.errors import ConfigError
 from evalframe.paths import CONF_DIR
 
@@ -326,14 +327,14 @@ def _config(
     model_choice, model_keys = _model(model)
     penalty_choice, penalty_keys = _penalties(penalties)
     tracking_choice, tracking_keys = _tracking(tracking)
-    if cache not in _options("cache"):
-        raise ConfigError(f"cache={cache!r}; choose from {', '.join(_options('cache'))}")
+    if cache not in MODES:
+        raise ConfigError(f"cache={cache!r}; choose from {', '.join(MODES)}")
     choices = [
         f"scorer=[{','.join(named)}]" if named else "~scorer",
         *model_choice,
         *penalty_choice,
         *tracking_choice,
-        f"cache={cache}",
+        f"cache.mode={cache}",
     ]
     if isinstance(data, str | Path):
         choices += _file_dataset(data)

@@ -49,7 +49,7 @@ class Cache:
 
     def __init__(self, mode: str = "readwrite", directory: str | Path | None = None):
         if mode not in MODES:
-            raise ConfigError(f"cache mode {mode!r} is not an option; use cache={' or cache='.join(MODES)}")
+            raise ConfigError(f"cache.mode={mode!r} is not an option; use one of {', '.join(MODES)}")
         self.mode = mode
         self.path = Path(directory or default_dir()).expanduser() / "replies.sqlite"
         self._local = threading.local()
@@ -67,7 +67,7 @@ class Cache:
                 )
             except sqlite3.Error as e:
                 raise ConfigError(
-                    f"cannot open the cache at {self.path} ({e}); set cache.dir or use cache=off"
+                    f"cannot open the cache at {self.path} ({e}); set cache.dir or use cache.mode=off"
                 ) from None
 
     def _db(self) -> sqlite3.Connection:
@@ -110,7 +110,7 @@ class Cache:
         """Before asking the model for `k`: None if this process should ask (it then holds the claim
         until put() or release()), or the reply another process got while this one waited.
 
-        Only `cache=readwrite` shares replies between processes; other modes always ask. A claim
+        Only `cache.mode=readwrite` shares replies between processes; other modes always ask. A claim
         older than `patience` seconds, or held by a process that no longer exists, is taken over.
         """
         if self.mode != "readwrite":
@@ -180,28 +180,16 @@ class ReplayMiss(ConfigError):
 
 
 class Replay(Cache):
-    """The replies of a logged run, read-only, keyed exactly like the disk cache: a re-score
-    (evalframe.rescore) makes the requests the run made and gets the run's replies, failures included
-    (an item the run could not score stays unscored), and the cosines its embeddings gave. A request
-    the run did not make raises ReplayMiss, never reaches a model, and the disk cache is neither read
-    nor written."""
+    """The stored steps of a logged run, read-only, keyed exactly like the disk cache: a re-score
+    (evalframe.rescore) makes the requests the run made and gets the run's replies (judge replies,
+    the cosines of embedding pairs), failures included (an item the run could not score stays
+    unscored). A request the run did not make raises ReplayMiss, never reaches a model, and the disk
+    cache is neither read nor written."""
 
-    def __init__(
-        self,
-        replies: Mapping[str, dict[str, Any]],
-        cosines: Mapping[tuple[str, str, str], float] | None = None,
-    ):
+    def __init__(self, replies: Mapping[str, dict[str, Any]]):
         super().__init__("off")
         self.asks_models = False
         self.replies = dict(replies)
-        # Embeddings are too large to keep per run; the cosines they gave are what scores use.
-        self.cosines = dict(cosines or {})
-
-    def cosine(self, model: str, a: str, b: str) -> float:
-        """The cosine the run computed with embedding `model` for two texts."""
-        if (model, a, b) not in self.cosines:
-            raise ReplayMiss("embed", model)
-        return self.cosines[(model, a, b)]
 
     def get(self, k: str) -> dict[str, Any] | None:
         return self.replies.get(k)

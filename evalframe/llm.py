@@ -12,7 +12,6 @@ import asyncio
 import functools
 import json
 import os
-import random
 import re
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -26,6 +25,7 @@ from evalframe.cache import Cache
 from evalframe.cache import key as cache_key
 from evalframe.errors import ConfigError
 from evalframe.results import Message, Stats, StepResult, Usage
+from evalframe.retry import Budget, with_retries
 
 Reply = TypeVar("Reply", bound=BaseModel)
 
@@ -63,7 +63,8 @@ class ModelSettings:
     temperature: float = 0.0
     max_tokens: int | None = None
     timeout: float = 60.0
-    max_retries: int = 3
+    max_retries: int = 3  # transport: rate limit, server error, timeout, dropped connection
+    reply_retries: int = 2  # an invalid reply given back to the model with what is wrong with it
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def __hash__(self) -> int:  # `extra` is a dict; settings key the per-model client cache
@@ -145,25 +146,6 @@ def _transient_errors(litellm: Any) -> tuple[type[BaseException], ...]:
     )
 
 
-def _retry_after(error: BaseException) -> float | None:
-    """Seconds the server asked us to wait (Retry-After header), if it said."""
-    response = getattr(error, "response", None)
-    headers = getattr(response, "headers", None) or getattr(error, "litellm_response_headers", None) or {}
-    value = headers.get("retry-after") if hasattr(headers, "get") else None
-    try:
-        return max(0.0, float(value)) if value is not None else None
-    except ValueError:
-        return None
-
-
-def backoff(attempt: int, error: BaseException | None = None, base: float = 0.5, cap: float = 30.0) -> float:
-    """Delay before retry number `attempt` (1-based): Retry-After if given, else full-jitter exponential."""
-    asked = _retry_after(error) if error is not None else None
-    if asked is not None:
-        return min(asked, cap) + random.uniform(0, 0.1)
-    return random.uniform(0, min(cap, base * 2**attempt))
-
-
 _FENCED_JSON = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 
 
@@ -199,34 +181,37 @@ class LLM:
         # share one call, even while it is still in flight.
         self._shared: dict[str, asyncio.Future[StepResult]] = {}
 
-    async def _complete(self, messages: list[Message], step: StepResult, **kwargs: Any) -> Any:
-        """One completion, retried on rate limits, server errors and timeouts."""
+    async def _complete(
+        self, messages: list[Message], step: StepResult, budget: Budget, **kwargs: Any
+    ) -> Any:
+        """One completion, retried on rate limits, server errors and timeouts while the budget lasts."""
         litellm = lib()
         transient = _transient_errors(litellm)
-        for attempt in range(self.settings.max_retries + 1):
-            started = time.perf_counter()
-            try:
-                async with self.limiter:
-                    started = time.perf_counter()
-                    self.stats.calls += 1
-                    step.attempts += 1
-                    response = await litellm.acompletion(
+
+        async def attempt() -> Any:
+            async with self.limiter:
+                started = time.perf_counter()
+                self.stats.calls += 1
+                step.attempts += 1
+                try:
+                    return await litellm.acompletion(
                         messages=messages, **self.settings.call_kwargs(), **kwargs
                     )
-                step.latency += time.perf_counter() - started
-                self._account(step, response)
-                return response
-            except transient as e:
-                step.latency += time.perf_counter() - started
-                if attempt == self.settings.max_retries:
-                    raise
-                await asyncio.sleep(backoff(attempt + 1, e))
-            except (litellm.AuthenticationError, litellm.PermissionDeniedError, litellm.NotFoundError) as e:
-                raise ModelRejected(
-                    f"the model {self.settings.name} rejected the request ({type(e).__name__}): "
-                    f"{str(e)[:300]}. Check model.name and {self.settings.api_key_env or 'the API key'}"
-                ) from None
-        raise AssertionError("unreachable")
+                except (
+                    litellm.AuthenticationError,
+                    litellm.PermissionDeniedError,
+                    litellm.NotFoundError,
+                ) as e:
+                    raise ModelRejected(
+                        f"the model {self.settings.name} rejected the request ({type(e).__name__}): "
+                        f"{str(e)[:300]}. Check model.name and {self.settings.api_key_env or 'the API key'}"
+                    ) from None
+                finally:
+                    step.latency += time.perf_counter() - started
+
+        response = await with_retries(attempt, budget, lambda e: isinstance(e, transient))
+        self._account(step, response)
+        return response
 
     def _account(self, step: StepResult, response: Any) -> None:
         usage = getattr(response, "usage", None)
@@ -297,7 +282,7 @@ class LLM:
     def _patience(self) -> float:
         """How long another process may hold a claim on a request before this one asks itself: the
         longest a live process can take to get its reply (every attempt timing out, plus backoff)."""
-        return (self.settings.timeout + 30.0) * (self.settings.max_retries + 1)
+        return (self.settings.timeout + 30.0) * (self.settings.max_retries + self.settings.reply_retries + 1)
 
     def _validated(
         self, hit: dict[str, Any], step_name: str, messages: list[Message], validate: Validate
@@ -324,8 +309,8 @@ class LLM:
         """Ask for a reply matching `reply_model`'s JSON schema and validate it with pydantic.
 
         An invalid reply is retried with the validation error given back to the model; after
-        `max_retries` the step carries the error and the last raw reply, and the caller marks the
-        item unscored (never a silent 0).
+        `reply_retries` the step carries the error and the last raw reply, and the caller marks the
+        item unscored (never a silent 0). Transport retries come out of one budget for the whole step.
         """
         fmt = response_format(reply_model)
 
@@ -335,9 +320,10 @@ class LLM:
         async def ask() -> StepResult:
             step = StepResult(step=step_name, messages=messages)
             conversation = list(messages)
-            for attempt in range(self.settings.max_retries + 1):
+            budget = Budget(self.settings.max_retries)
+            for attempt in range(self.settings.reply_retries + 1):
                 try:
-                    response = await self._complete(conversation, step, response_format=fmt)
+                    response = await self._complete(conversation, step, budget, response_format=fmt)
                 except ModelRejected:
                     raise
                 except Exception as e:  # one failed call must not end the run: the item is unscored
@@ -371,7 +357,7 @@ class LLM:
         async def ask() -> StepResult:
             step = StepResult(step=step_name, messages=messages)
             try:
-                response = await self._complete(messages, step)
+                response = await self._complete(messages, step, Budget(self.settings.max_retries))
             except ModelRejected:
                 raise
             except Exception as e:  # one failed call must not end the run: the item gets no output
@@ -382,6 +368,129 @@ class LLM:
             return step
 
         return await self._once(step_name, messages, None, lambda raw: {"text": raw}, ask)
+
+    def _embedding_key(self, kind: str, value: Any) -> str:
+        # Only what changes a vector: the model and where it is served.
+        return cache_key(
+            {"embedding_model": self.settings.name, "api_base": self.settings.api_base, kind: value}
+        )
+
+    async def cosines(self, pairs: list[tuple[str, str]], batch_size: int = 256) -> list[StepResult]:
+        """The cosine similarity of each pair of texts under this embedding model, one step per pair,
+        keyed like a judge reply: served by the cache (or a re-score's stored steps) when it holds the
+        pair, else computed from the texts' vectors, cached or embedded in batches. A failed embedding
+        is each pair's error (the items are unscored), never a crash of the run."""
+        keys = [self._embedding_key("cosine", list(pair)) for pair in pairs]
+        steps: dict[int, StepResult] = {}
+        for i, k in enumerate(keys):
+            hit = self.cache.get(k)
+            if hit:
+                self.stats.hits += 1
+                value = None if hit.get("error") else {"cosine": float(hit["raw"])}
+                steps[i] = StepResult(
+                    "embed", [], reply=value, raw=hit.get("raw"), error=hit.get("error"), cached=True, key=k
+                )
+        missing = [i for i in range(len(pairs)) if i not in steps]
+        if not missing:
+            return [steps[i] for i in range(len(pairs))]
+        self.cache.before_asking("embed", self.settings.name)  # a replay raises here instead
+        texts = list(dict.fromkeys(text for i in missing for text in pairs[i]))
+        try:
+            vectors, usage = await self._vectors(texts, batch_size)
+        except ModelRejected:
+            raise
+        except Exception as e:  # the run goes on: these items are unscored, with the reason
+            error = f"{type(e).__name__}: {str(e)[:500]}"
+            for i in missing:
+                steps[i] = StepResult("embed", [], error=error, key=keys[i])
+            return [steps[i] for i in range(len(pairs))]
+        paid: set[str] = set()
+        for i in missing:
+            a, b = pairs[i]
+            cosine = float(vectors[a] @ vectors[b])  # unit vectors: the dot product is the cosine
+            share = sum((usage[t] for t in (a, b) if t in usage and t not in paid), Usage())
+            paid.update((a, b))  # a text embedded for several pairs is paid for once
+            self.cache.put(keys[i], {"raw": repr(cosine)})
+            steps[i] = StepResult(
+                "embed", [], reply={"cosine": cosine}, raw=repr(cosine), usage=share, key=keys[i]
+            )
+        return [steps[i] for i in range(len(pairs))]
+
+    async def _vectors(
+        self, texts: list[str], batch_size: int
+    ) -> tuple[dict[str, np.ndarray], dict[str, Usage]]:
+        """Unit vectors of `texts`, from the cache where it has them; the others are embedded and
+        cached, each with its share of what embedding it cost."""
+        vectors: dict[str, np.ndarray] = {}
+        for text in texts:
+            hit = self.cache.get(self._embedding_key("text", text))
+            if hit:
+                vectors[text] = np.asarray(json.loads(hit["raw"]), dtype=np.float64)
+        todo = [t for t in texts if t not in vectors]
+        if not todo:
+            return vectors, {}
+        matrix, usage = await self._embed(todo, batch_size)
+        for text, vector in zip(todo, matrix, strict=True):
+            vectors[text] = vector
+            self.cache.put(self._embedding_key("text", text), {"raw": json.dumps(vector.tolist())})
+        return vectors, usage
+
+    async def _embed(self, texts: list[str], batch_size: int) -> tuple[np.ndarray, dict[str, Usage]]:
+        """Embed texts in batches (a few calls for a whole dataset), L2-normalised rows.
+
+        A text longer than the model's window is split into window-sized chunks whose embeddings are
+        averaged (weighted by length), instead of being silently truncated to its beginning.
+        """
+        litellm = lib()
+        split = _chunker(self.settings.name)
+        pieces: list[str] = []
+        owners: list[int] = []
+        for i, text in enumerate(texts):
+            chunks = split(text)
+            pieces += chunks
+            owners += [i] * len(chunks)
+        transient = _transient_errors(litellm)
+        kwargs = {
+            k: v for k, v in self.settings.call_kwargs().items() if k not in ("temperature", "max_tokens")
+        }
+
+        async def one_batch(batch: list[str]) -> Any:
+            async def attempt() -> Any:
+                async with self.limiter:
+                    self.stats.calls += 1
+                    try:
+                        return await litellm.aembedding(input=batch, **kwargs)
+                    except (
+                        litellm.AuthenticationError,
+                        litellm.PermissionDeniedError,
+                        litellm.NotFoundError,
+                    ) as e:
+                        raise ModelRejected(
+                            f"the embedding model {self.settings.name} rejected the request: {str(e)[:300]}"
+                        ) from None
+
+            return await with_retries(attempt, self.settings.max_retries, lambda e: isinstance(e, transient))
+
+        starts = range(0, len(pieces), batch_size)
+        responses = await asyncio.gather(*(one_batch(pieces[i : i + batch_size]) for i in starts))
+        vectors = np.asarray([item["embedding"] for r in responses for item in r.data], dtype=np.float64)
+        weights = np.asarray([len(p) for p in pieces], dtype=np.float64)
+        matrix = np.zeros((len(texts), vectors.shape[1]))
+        np.add.at(matrix, owners, vectors * weights[:, None])  # a chunked text: length-weighted mean
+        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+        matrix = matrix / np.where(norms == 0, 1.0, norms)
+        # Each batch's tokens and cost, shared out over the texts its pieces belong to.
+        usage: dict[str, Usage] = {text: Usage() for text in texts}
+        for start, response in zip(starts, responses, strict=True):
+            u = getattr(response, "usage", None)
+            cost = float((getattr(response, "_hidden_params", None) or {}).get("response_cost") or 0.0)
+            self.stats.cost += cost
+            batch = owners[start : start + batch_size]
+            tokens = getattr(u, "prompt_tokens", 0) or 0
+            for owner in batch:
+                share = Usage(prompt_tokens=tokens // len(batch), cost=cost / len(batch))
+                usage[texts[owner]] += share
+        return matrix, usage
 
 
 def _chunker(model: str) -> Callable[[str], list[str]]:
@@ -408,68 +517,3 @@ def _chunker(model: str) -> Callable[[str], list[str]]:
         ]
 
     return split
-
-
-async def embed(
-    model: str,
-    texts: list[str],
-    limiter: asyncio.Semaphore,
-    *,
-    batch_size: int = 256,
-    api_base: str | None = None,
-    api_key: str | None = None,
-    timeout: float = 120.0,
-    max_retries: int = 3,
-) -> tuple[np.ndarray, Usage]:
-    """Embed texts in batches (a few calls for a whole dataset), L2-normalised rows.
-
-    A text longer than the model's window is split into window-sized chunks whose embeddings are
-    averaged (weighted by length), instead of being silently truncated to its beginning.
-    """
-    litellm = lib()
-    split = _chunker(model)
-    pieces: list[str] = []
-    owners: list[int] = []
-    for i, text in enumerate(texts):
-        chunks = split(text)
-        pieces += chunks
-        owners += [i] * len(chunks)
-    transient = _transient_errors(litellm)
-    kwargs: dict[str, Any] = {"model": model, "timeout": timeout, "max_retries": 0}
-    if api_base:
-        kwargs["api_base"] = api_base
-    if api_key:
-        kwargs["api_key"] = api_key
-
-    async def one_batch(batch: list[str]) -> Any:
-        for attempt in range(max_retries + 1):
-            try:
-                async with limiter:
-                    return await litellm.aembedding(input=batch, **kwargs)
-            except transient as e:
-                if attempt == max_retries:
-                    raise
-                await asyncio.sleep(backoff(attempt + 1, e))
-            except (litellm.AuthenticationError, litellm.PermissionDeniedError, litellm.NotFoundError) as e:
-                raise ModelRejected(
-                    f"the embedding model {model} rejected the request: {str(e)[:300]}"
-                ) from None
-        raise AssertionError("unreachable")
-
-    batches = [pieces[i : i + batch_size] for i in range(0, len(pieces), batch_size)]
-    responses = await asyncio.gather(*(one_batch(b) for b in batches))
-    vectors = np.asarray([item["embedding"] for r in responses for item in r.data], dtype=np.float64)
-    if len(pieces) > len(texts):  # some texts were chunked: length-weighted mean per text
-        weights = np.asarray([len(p) for p in pieces], dtype=np.float64)
-        matrix = np.zeros((len(texts), vectors.shape[1]))
-        np.add.at(matrix, owners, vectors * weights[:, None])
-    else:
-        matrix = vectors
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    matrix = matrix / np.where(norms == 0, 1.0, norms)
-    usage = Usage()
-    for response in responses:
-        u = getattr(response, "usage", None)
-        cost = (getattr(response, "_hidden_params", None) or {}).get("response_cost")
-        usage += Usage(prompt_tokens=getattr(u, "prompt_tokens", 0) or 0, cost=float(cost or 0.0))
-    return matrix, usage

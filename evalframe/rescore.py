@@ -171,7 +171,8 @@ def rows_of(items: list[ItemResult]) -> list[Row]:
 
 
 def replies(items: list[ItemResult]) -> dict[str, dict[str, Any]]:
-    """Every judge request the run made, by cache key, with its reply or its failure."""
+    """Every model request the run made (judge replies, embedding cosines), by cache key, with its
+    reply or its failure."""
     stored: dict[str, dict[str, Any]] = {}
     for item in items:
         for result in item.scores.values():
@@ -181,26 +182,9 @@ def replies(items: list[ItemResult]) -> dict[str, dict[str, Any]]:
     return stored
 
 
-def stored(items: list[ItemResult]) -> tuple[dict[str, dict[str, Any]], dict[tuple[str, str, str], float]]:
-    """What a Replay serves: the run's judge replies and its cosines."""
-    return replies(items), cosines(items)
-
-
-def cosines(items: list[ItemResult]) -> dict[tuple[str, str, str], float]:
-    """The cosine of (embedding model, output, ground truth) wherever the run computed one."""
-    found: dict[tuple[str, str, str], float] = {}
-    for item in items:
-        for result in item.scores.values():
-            per_model = result.details.get("cosine")
-            if isinstance(per_model, dict) and item.ground_truth is not None:
-                for model, value in per_model.items():
-                    found[(model, item.output, item.ground_truth)] = float(value)
-    return found
-
-
 def replayed(items: list[ItemResult], source: str) -> Given:
     """The logged run as the pipeline's input: its rows and outputs, and its replies as the cache."""
-    return Given(StoredOutputs(items), rows=rows_of(items), source=source, cache=Replay(*stored(items)))
+    return Given(StoredOutputs(items), rows=rows_of(items), source=source, cache=Replay(replies(items)))
 
 
 def culprits(old: list[str], new: list[str], items: list[ItemResult], source: str) -> list[str]:

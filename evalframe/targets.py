@@ -23,9 +23,10 @@ from typing import Any
 from evalframe.context import Context
 from evalframe.data import Row, _text, require
 from evalframe.errors import ConfigError
-from evalframe.llm import ModelSettings, backoff
+from evalframe.llm import ModelSettings
 from evalframe.prompts import PromptFile, TextTemplate
 from evalframe.results import StepResult
+from evalframe.retry import with_retries
 
 
 class Target(ABC):
@@ -213,6 +214,15 @@ class ReplyError(Exception):
     """The service answered, but not with something we can read an output from."""
 
 
+class _Retryable(ReplyError):
+    """A failure worth another try: a timeout, a dropped connection, a 429 or a 5xx (whose
+    `response` may say when to come back: retry.retry_after reads its Retry-After)."""
+
+    def __init__(self, message: str, response: Any = None):
+        super().__init__(message)
+        self.response = response
+
+
 def extract(reply: Any, path: str | None) -> Any:
     """The value at a dotted path of a JSON reply: `answer`, `choices.0.message.content`."""
     if not path:
@@ -341,38 +351,36 @@ class HTTPTarget(Target):
         """One request, retried on rate limits, server errors, timeouts and dropped connections."""
         import httpx
 
-        for attempt in range(self.max_retries + 1):
-            failure: BaseException
-            try:
-                async with ctx.limiter:
-                    started = time.perf_counter()
-                    step.attempts += 1
-                    try:
-                        response = await client.request(self.method, self.url, json=body)
-                    finally:
-                        step.latency += time.perf_counter() - started
-            except httpx.TimeoutException as e:
-                failure = ReplyError(f"no reply from {self.url} within target.timeout={self.timeout} s")
-                retry_after: BaseException = e
-            except httpx.TransportError as e:
-                failure = ReplyError(f"cannot reach {self.url}: {_error(e)}")
-                retry_after = e
-            else:
-                if response.status_code in (401, 403):
-                    raise ConfigError(
-                        f"{self.url} refused the request (HTTP {response.status_code}: "
-                        f"{response.text[:200]}); check target.api_key_env and target.headers"
-                    )
-                if response.is_success:
-                    return self._parse(response, step)
-                failure = ReplyError(f"HTTP {response.status_code} from {self.url}: {response.text[:300]}")
-                if response.status_code not in RETRY_STATUS:
-                    raise failure
-                retry_after = httpx.HTTPStatusError(str(failure), request=response.request, response=response)
-            if attempt == self.max_retries:
-                raise ReplyError(f"{failure} (after {attempt + 1} attempt(s))")
-            await asyncio.sleep(backoff(attempt + 1, retry_after))
-        raise AssertionError("unreachable")
+        async def attempt() -> Any:
+            async with ctx.limiter:
+                started = time.perf_counter()
+                step.attempts += 1
+                try:
+                    response = await client.request(self.method, self.url, json=body)
+                except httpx.TimeoutException:
+                    raise _Retryable(
+                        f"no reply from {self.url} within target.timeout={self.timeout} s"
+                    ) from None
+                except httpx.TransportError as e:
+                    raise _Retryable(f"cannot reach {self.url}: {_error(e)}") from None
+                finally:
+                    step.latency += time.perf_counter() - started
+            if response.status_code in (401, 403):
+                raise ConfigError(
+                    f"{self.url} refused the request (HTTP {response.status_code}: "
+                    f"{response.text[:200]}); check target.api_key_env and target.headers"
+                )
+            if response.is_success:
+                return self._parse(response, step)
+            failure = f"HTTP {response.status_code} from {self.url}: {response.text[:300]}"
+            raise (
+                _Retryable(failure, response) if response.status_code in RETRY_STATUS else ReplyError(failure)
+            )
+
+        try:
+            return await with_retries(attempt, self.max_retries, lambda e: isinstance(e, _Retryable))
+        except _Retryable as e:
+            raise ReplyError(f"{e} (after {step.attempts} attempt(s))") from None
 
     def _parse(self, response: Any, step: StepResult) -> Any:
         step.raw = response.text  # the whole reply, kept in the item's record for debugging

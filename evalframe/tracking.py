@@ -41,15 +41,31 @@ SWEPT = "EVALFRAME_SWEPT_KEYS"
 
 
 def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
-    """Nested config -> {"model.name": "openai/gpt-4o-mini", ...} for MLflow params."""
+    """Nested config -> {"model.name": "openai/gpt-4o-mini", ...}; no entry for a null value or an
+    empty mapping (a placeholder, not a setting)."""
     flat: dict[str, str] = {}
     for key, value in config.items():
         name = f"{prefix}{key}"
-        if isinstance(value, Mapping) and value:
+        if isinstance(value, Mapping):
             flat.update(flatten(value, f"{name}."))
-        else:
-            flat[name] = json.dumps(value) if isinstance(value, list | dict) else str(value)
+        elif value is not None:
+            flat[name] = json.dumps(value) if isinstance(value, list) else str(value)
     return flat
+
+
+def params(config: Mapping[str, Any]) -> dict[str, str]:
+    """The run's settings as MLflow params, each value once and no secret. A scorer's key equal to the
+    root key of the same name (`penalties`, `model`, `reason`: the scorer files take them by
+    interpolation) is the root's, logged once under the root's name, so a swept `penalties.missing` is
+    one column in the compare view and one axis of its parallel-coordinates chart."""
+    safe = redact(config)
+    scorers = {
+        name: {k: v for k, v in spec.items() if not (k in safe and safe[k] == v)}
+        if isinstance(spec, Mapping)
+        else spec
+        for name, spec in (safe.get("scorers") or {}).items()
+    }
+    return flatten({**safe, "scorers": scorers})
 
 
 def prompts_log(result: RunResult) -> str:
@@ -114,7 +130,7 @@ def log_run(
             # A large run's table, reasons.md and prompts.jsonl show its first items (keep_items);
             # results.jsonl, logged below, holds every one.
             mlflow.set_tag("evalframe.items_shown", f"{len(result.items)} of {result.count}")
-        mlflow.log_params(flatten(safe))
+        mlflow.log_params(params(config))
         mlflow.log_metrics(metrics)
         mlflow.log_table(data=result.table(), artifact_file="items.json")
         mlflow.log_dict(safe, "config.yaml")

@@ -1,4 +1,6 @@
-"""Shared fixtures: the fake judge server (a real HTTP server on 127.0.0.1) and config composition."""
+"""Shared fixtures: the scripted judge (in process, through LiteLLM: the unit tests' judge), the fake
+judge server (a real HTTP server on 127.0.0.1: the wire protocols and the command line as a
+subprocess) and config composition."""
 
 from __future__ import annotations
 
@@ -15,8 +17,12 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # before anything
 os.environ.setdefault("LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS", "True")
 
 from evalframe.paths import CONF_DIR
-from evalframe.testserver import FakeLLMServer
+from tests import scripted as scripted_model
 from tests.fake_judge import judge
+from tests.scripted import ScriptedModel
+from tests.testserver import FakeLLMServer
+
+Judge = FakeLLMServer | ScriptedModel  # what a test's judge is: over HTTP, or in process
 
 # Variables that would let a test reach a real provider or a real tracking server.
 _LEAKY = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "MLFLOW_TRACKING_URI", "OPENAI_BASE_URL")
@@ -45,6 +51,22 @@ def judge_server(server: FakeLLMServer) -> Iterator[FakeLLMServer]:
     server.responder = judge
 
 
+@pytest.fixture(scope="session")
+def _scripted() -> ScriptedModel:
+    model = ScriptedModel(responder=judge)
+    scripted_model.install(model)
+    return model
+
+
+@pytest.fixture
+def scripted(_scripted: ScriptedModel) -> Iterator[ScriptedModel]:
+    """The in-process scripted judge, reset to the default judge and empty counters for this test."""
+    _scripted.responder = judge
+    _scripted.reset()
+    yield _scripted
+    _scripted.responder = judge
+
+
 def compose(overrides: list[str]) -> dict[str, Any]:
     """Compose the config exactly as `python -m evalframe OVERRIDES` would, resolved to plain data."""
     from hydra import compose as hydra_compose
@@ -58,8 +80,11 @@ def compose(overrides: list[str]) -> dict[str, Any]:
     return {str(k): v for k, v in config.items()}
 
 
-def fake_model(server: FakeLLMServer, option: str = "gpt") -> list[str]:
-    """Overrides that point a model option at the fake server, speaking that provider's protocol."""
+def fake_model(server: FakeLLMServer | ScriptedModel, option: str = "gpt") -> list[str]:
+    """Overrides that point a model option at the scripted judge, or at the fake server speaking that
+    provider's protocol."""
+    if isinstance(server, ScriptedModel):
+        return [f"model={option}", *scripted_model.overrides()]
     base = server.openai_base if option == "gpt" else server.base_url
     return [f"model={option}", f"model.api_base={base}", "model.timeout=10"]
 

@@ -11,7 +11,7 @@ import json
 import re
 from typing import Any
 
-from evalframe.testserver import FakeRequest, echo_schema_responder
+from tests.testserver import FakeRequest, echo_schema_responder
 
 FENCE = re.compile(r"<([A-Z_]+)-([0-9a-f]{8})>\n(.*?)\n</\1-\2>", re.DOTALL)
 WORD = re.compile(r"[\w°]+")

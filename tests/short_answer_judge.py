@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from evalframe.testserver import FakeRequest
 from tests import fake_judge
+from tests.testserver import FakeRequest
 
 # Words people drop without changing a short answer ("the dukes" is "dukes").
 STOP_WORDS = {"a", "an", "the", "of", "and", "as", "in", "on", "to", "by", "for"}

@@ -12,9 +12,10 @@ from pydantic import ValidationError
 from evalframe import pipeline
 from evalframe.errors import ConfigError
 from evalframe.scorers.answer_relevancy import AnswerRelevancy, Verdict, Verdicts, reason_from_verdicts, score
-from evalframe.testserver import FakeLLMServer, FakeRequest
-from tests.conftest import compose, fake_model
+from tests.conftest import Judge, compose, fake_model
 from tests.fake_judge import fenced, judge, units
+from tests.scripted import ScriptedModel
+from tests.testserver import FakeRequest
 
 # --- the pure score -------------------------------------------------------------------------------
 
@@ -98,19 +99,19 @@ def relevancy_judge(request: FakeRequest) -> str | dict[str, Any]:
     return judge(request)
 
 
-def relevancy(server: FakeLLMServer, *extra: str) -> list[str]:
+def relevancy(server: Judge, *extra: str) -> list[str]:
     return ["scorer=answer_relevancy", *fake_model(server), "tracking=none", *extra]
 
 
-def test_sample_rows_are_scored_through_the_fake_judge(judge_server: FakeLLMServer, tmp_path: Path) -> None:
-    judge_server.responder = relevancy_judge
-    result, code = pipeline.evaluate(compose(relevancy(judge_server, "dataset.limit=6")), tmp_path)
+def test_sample_rows_are_scored_through_the_fake_judge(scripted: ScriptedModel, tmp_path: Path) -> None:
+    scripted.responder = relevancy_judge
+    result, code = pipeline.evaluate(compose(relevancy(scripted, "dataset.limit=6")), tmp_path)
     assert code == 0 and result.summaries["answer_relevancy"].scored == 6
     assert [i.scores["answer_relevancy"].score for i in result.items] == [1.0] * 6
     first = result.items[0].scores["answer_relevancy"]
     assert [s.step for s in first.steps] == ["statements", "verdicts"]
     assert first.details["statements"] == ["The capital of France is Paris"]
-    assert [step(r) for r in judge_server.requests].count("verdicts") == 6
+    assert [step(r) for r in scripted.requests].count("verdicts") == 6
 
 
 ROWS: list[dict[str, Any]] = [
@@ -127,11 +128,11 @@ ROWS: list[dict[str, Any]] = [
 ]
 
 
-def test_verdicts_weight_and_edge_cases(judge_server: FakeLLMServer, tmp_path: Path) -> None:
+def test_verdicts_weight_and_edge_cases(scripted: ScriptedModel, tmp_path: Path) -> None:
     path = tmp_path / "rows.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in ROWS))
-    judge_server.responder = relevancy_judge
-    overrides = relevancy(judge_server, "dataset=jsonl", f"dataset.path={path}")
+    scripted.responder = relevancy_judge
+    overrides = relevancy(scripted, "dataset=jsonl", f"dataset.path={path}")
     result, code = pipeline.evaluate(compose(overrides), tmp_path / "a")
     by_id = {i.id: i.scores["answer_relevancy"] for i in result.items}
     assert code == 0
@@ -143,22 +144,22 @@ def test_verdicts_weight_and_edge_cases(judge_server: FakeLLMServer, tmp_path: P
     assert by_id["object"].score == 1.0
     # Non-string ground truth arrives as JSON text, and relevancy never shows it to the judge.
     assert result.items[4].ground_truth == '{"marker": "zebra-42"}'
-    sent = "\n".join(m["content"] for r in judge_server.requests for m in r.messages)
+    sent = "\n".join(m["content"] for r in scripted.requests for m in r.messages)
     assert "zebra-42" not in sent and "timed out" not in sent
-    assert len(judge_server.requests) == 3 * 2  # two steps for each of the three non-empty answers
+    assert len(scripted.requests) == 3 * 2  # two steps for each of the three non-empty answers
 
     # Mastra's weight re-scores the same (cached) verdicts without a single model call.
-    judge_server.reset()
+    scripted.reset()
     mastra, _ = pipeline.evaluate(
         compose([*overrides, "scorers.answer_relevancy.uncertainty_weight=0.3"]), tmp_path / "b"
     )
     by_id = {i.id: i.scores["answer_relevancy"] for i in mastra.items}
     assert by_id["offtopic"].score == 0.43 and by_id["wrong"].score == 0.3
-    assert judge_server.count() == 0
+    assert scripted.count() == 0
 
 
 def test_a_wrong_verdict_count_is_retried_with_the_error_then_unscored(
-    judge_server: FakeLLMServer, tmp_path: Path
+    scripted: ScriptedModel, tmp_path: Path
 ) -> None:
     def one_too_many(request: FakeRequest) -> str | dict[str, Any]:
         reply = relevancy_judge(request)
@@ -167,14 +168,14 @@ def test_a_wrong_verdict_count_is_retried_with_the_error_then_unscored(
             reply["verdicts"] = reply["verdicts"] * 2
         return reply
 
-    judge_server.responder = one_too_many
+    scripted.responder = one_too_many
     result, code = pipeline.evaluate(
-        compose(relevancy(judge_server, "dataset.limit=6", "model.max_retries=2")), tmp_path
+        compose(relevancy(scripted, "dataset.limit=6", "model.reply_retries=2")), tmp_path
     )
     water = result.items[1].scores["answer_relevancy"]
     assert not water.scored and water.error
     assert water.error.startswith("verdicts: invalid reply after 3 attempt(s)")
-    asked = [r for r in judge_server.requests if step(r) == "verdicts" and "H2O" in fenced(r)["STATEMENTS"]]
+    asked = [r for r in scripted.requests if step(r) == "verdicts" and "H2O" in fenced(r)["STATEMENTS"]]
     assert len(asked) == 3  # the first try and two retries, each told what was wrong
     assert "'verdicts' has 2 entries but there are 1 statements" in asked[-1].messages[-1]["content"]
     assert result.summaries["answer_relevancy"].scored == 5 and code == 4  # 1 of 6 > max_unscored_rate

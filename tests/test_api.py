@@ -21,8 +21,9 @@ from evalframe.errors import ConfigError, DataError
 from evalframe.results import ScoreResult
 from evalframe.scorers import ItemScorer
 from evalframe.scorers.reference import ExactMatch
-from evalframe.testserver import FakeLLMServer
-from tests.conftest import compose, fake_model
+from tests.conftest import Judge, compose, fake_model
+from tests.scripted import ScriptedModel
+from tests.testserver import FakeLLMServer
 
 ROWS = [
     {"id": "fr", "input": "What is the capital of France?", "ground_truth": "Paris"},
@@ -37,9 +38,12 @@ def capital(question: str) -> str:
     return next((city for country, city in CAPITALS.items() if country in question), "I do not know")
 
 
-def judge(server: FakeLLMServer) -> dict[str, Any]:
-    """The `model=` argument for the fake judge: the gpt preset's model, over HTTP to the local server."""
-    return {"name": "openai/gpt-4o-mini", "api_base": server.openai_base, "timeout": 10}
+def judge(server: Judge) -> dict[str, Any]:
+    """The `model=` argument for the fake judge: the scripted model in process, or the gpt preset's
+    model over HTTP to the local server."""
+    if isinstance(server, FakeLLMServer):
+        return {"name": "openai/gpt-4o-mini", "api_base": server.openai_base, "timeout": 10}
+    return {"name": "scripted/judge", "api_key_env": None, "timeout": 10}
 
 
 class Counting:
@@ -242,24 +246,24 @@ def test_bad_arguments_are_config_errors() -> None:
         evaluate(ROWS, "exact_match", target=capital, overrides=["no_such_key=1"])
 
 
-def test_missing_ground_truth_and_key_stop_before_any_call(judge_server: FakeLLMServer) -> None:
+def test_missing_ground_truth_and_key_stop_before_any_call(scripted: ScriptedModel) -> None:
     agent = Counting()
     rows = [*ROWS, {"id": "xx", "input": "What is the capital of Peru?"}]
     with pytest.raises(DataError, match=r"data, line 5 \(id xx\): no ground_truth, which scorer answer_s"):
-        evaluate(rows, "answer_similarity", target=agent, model=judge(judge_server))
+        evaluate(rows, "answer_similarity", target=agent, model=judge(scripted))
     with pytest.raises(ConfigError, match="OPENAI_API_KEY is not set"):
         evaluate(ROWS, "answer_similarity", target=agent, model="gpt")
-    assert agent.calls == 0 and judge_server.count() == 0
+    assert agent.calls == 0 and scripted.count() == 0
 
 
 # --- the judge: the CLI's config and scores ---------------------------------------------------------
 
 
-def test_the_api_composes_the_config_the_cli_would(judge_server: FakeLLMServer, tmp_path: Path) -> None:
+def test_the_api_composes_the_config_the_cli_would(scripted: ScriptedModel, tmp_path: Path) -> None:
     api = evaluate(
         None,
         {"answer_similarity": {"scale": 1.0}},
-        model=judge(judge_server),
+        model=judge(scripted),
         penalties={"missing": 0.3},
         limit=4,
         output_dir=tmp_path / "api",
@@ -267,7 +271,7 @@ def test_the_api_composes_the_config_the_cli_would(judge_server: FakeLLMServer, 
     cli = compose(
         [
             "scorer=answer_similarity",
-            *fake_model(judge_server),
+            *fake_model(scripted),
             "tracking=none",
             "penalties.missing=0.3",
             "dataset.limit=4",
@@ -283,7 +287,7 @@ def test_the_api_composes_the_config_the_cli_would(judge_server: FakeLLMServer, 
 
 
 def test_penalties_and_a_function_under_an_llm_judge(
-    judge_server: FakeLLMServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    scripted: ScriptedModel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)  # the runs go to ./outputs/DATE/TIME
     data = [
@@ -301,18 +305,18 @@ def test_penalties_and_a_function_under_an_llm_judge(
         return answers[question]
 
     means = {
-        p: evaluate(data, "answer_similarity", target=agent, model=judge(judge_server), penalties=p).mean(
+        p: evaluate(data, "answer_similarity", target=agent, model=judge(scripted), penalties=p).mean(
             "answer_similarity"
         )
         for p in ("strict", "default", "lenient")
     }
     assert means["strict"] < means["default"] < means["lenient"]
-    calls = judge_server.count()
+    calls = scripted.count()
     weighted = evaluate(
-        data, "answer_similarity", target=agent, model=judge(judge_server), penalties={"missing": 1.0}
+        data, "answer_similarity", target=agent, model=judge(scripted), penalties={"missing": 1.0}
     )
     assert weighted.mean("answer_similarity") < means["default"]
-    assert judge_server.count() == calls  # weights are not in any prompt: every reply came from the cache
+    assert scripted.count() == calls  # weights are not in any prompt: every reply came from the cache
 
 
 @pytest.mark.slow

@@ -15,7 +15,7 @@ PACKAGE = Path(evalframe.__file__).parent
 # line don't import each other). config -> rows -> target outputs -> scorer steps (render -> model ->
 # validate) -> scores -> results -> console / report / MLflow, then the ways in: API, sweeps, CLI.
 LAYERS = [
-    "paths errors redaction",
+    "paths errors redaction retry",
     "results",  # the nouns: Row's results, steps, scores, items, the run, its objective
     "data agreement prompts cache local_embeddings",
     "llm",  # the model door: the only module importing litellm
@@ -31,7 +31,6 @@ LAYERS = [
     "pipeline config",
     "rescore api sweep",
     "pytest_plugin __init__ __main__",
-    "testserver",  # test tooling, moving to tests/
 ]
 
 

@@ -14,11 +14,12 @@ from evalframe import pipeline
 from evalframe.cache import Cache
 from evalframe.paths import PROMPTS_DIR, SAMPLE_DATASET
 from evalframe.results import RunResult
-from evalframe.testserver import FakeLLMServer
-from tests.conftest import compose, fake_model, run_cli
+from tests.conftest import Judge, compose, fake_model, run_cli
+from tests.scripted import ScriptedModel
+from tests.testserver import FakeLLMServer
 
 
-def evaluate(server: FakeLLMServer, tmp_path: Path, *extra: str) -> RunResult:
+def evaluate(server: Judge, tmp_path: Path, *extra: str) -> RunResult:
     overrides = ["scorer=answer_similarity", *fake_model(server), "tracking=none", "dataset.limit=8", *extra]
     return pipeline.evaluate(compose(overrides), tmp_path / "out")[0]
 
@@ -27,12 +28,12 @@ def scores(result: RunResult) -> list[float]:
     return [i.scores["answer_similarity"].score for i in result.items]
 
 
-def test_a_rerun_makes_no_calls_and_records_no_cost(judge_server: FakeLLMServer, tmp_path: Path) -> None:
-    first = evaluate(judge_server, tmp_path)
-    calls = judge_server.count()
+def test_a_rerun_makes_no_calls_and_records_no_cost(scripted: ScriptedModel, tmp_path: Path) -> None:
+    first = evaluate(scripted, tmp_path)
+    calls = scripted.count()
     assert calls > 0 and first.usage.cost > 0
-    second = evaluate(judge_server, tmp_path)
-    assert judge_server.count() == calls  # not one more request
+    second = evaluate(scripted, tmp_path)
+    assert scripted.count() == calls  # not one more request
     assert scores(second) == scores(first)
     assert second.usage.cost == 0 and second.usage.prompt_tokens == 0
     steps = [s for i in second.items for s in i.scores["answer_similarity"].steps]
@@ -43,40 +44,40 @@ def test_a_rerun_makes_no_calls_and_records_no_cost(judge_server: FakeLLMServer,
     ("mode", "calls_again", "stores"), [("off", True, False), ("write", True, True), ("read", False, False)]
 )
 def test_cache_modes(
-    mode: str, calls_again: bool, stores: bool, judge_server: FakeLLMServer, tmp_path: Path
+    mode: str, calls_again: bool, stores: bool, scripted: ScriptedModel, tmp_path: Path
 ) -> None:
-    evaluate(judge_server, tmp_path, "dataset.limit=2")  # fills the cache
-    judge_server.reset()
-    evaluate(judge_server, tmp_path, f"cache={mode}", "dataset.limit=3")  # one new row
-    assert (judge_server.count() > 3) == calls_again  # read: only the new row's 3 calls
-    judge_server.reset()
-    evaluate(judge_server, tmp_path, "dataset.limit=3")  # back to readwrite: was the new row stored?
-    assert judge_server.count() == (0 if stores else 3)
+    evaluate(scripted, tmp_path, "dataset.limit=2")  # fills the cache
+    scripted.reset()
+    evaluate(scripted, tmp_path, f"cache.mode={mode}", "dataset.limit=3")  # one new row
+    assert (scripted.count() > 3) == calls_again  # read: only the new row's 3 calls
+    scripted.reset()
+    evaluate(scripted, tmp_path, "dataset.limit=3")  # back to readwrite: was the new row stored?
+    assert scripted.count() == (0 if stores else 3)
 
 
-def test_a_new_target_pays_only_for_the_output_side(judge_server: FakeLLMServer, tmp_path: Path) -> None:
-    evaluate(judge_server, tmp_path)
+def test_a_new_target_pays_only_for_the_output_side(scripted: ScriptedModel, tmp_path: Path) -> None:
+    evaluate(scripted, tmp_path)
     rows = [json.loads(line) for line in SAMPLE_DATASET.read_text().splitlines()[:8]]
     new = tmp_path / "new.jsonl"
     new.write_text(
         "".join(json.dumps({**r, "output": f"{r['output']} Also, water is wet."}) + "\n" for r in rows)
     )
-    judge_server.reset()
-    evaluate(judge_server, tmp_path, "dataset=jsonl", f"dataset.path={new}")
-    assert judge_server.count("SemanticUnits") == 8  # the new outputs; ground truths come from the cache
-    assert judge_server.count("Analysis") == 8
-    assert judge_server.count() / 8 <= 2
+    scripted.reset()
+    evaluate(scripted, tmp_path, "dataset=jsonl", f"dataset.path={new}")
+    assert scripted.count("SemanticUnits") == 8  # the new outputs; ground truths come from the cache
+    assert scripted.count("Analysis") == 8
+    assert scripted.count() / 8 <= 2
 
 
-def test_editing_a_prompt_invalidates_exactly_that_step(judge_server: FakeLLMServer, tmp_path: Path) -> None:
+def test_editing_a_prompt_invalidates_exactly_that_step(scripted: ScriptedModel, tmp_path: Path) -> None:
     mine = tmp_path / "prompts"
     shutil.copytree(PROMPTS_DIR / "answer_similarity", mine)
-    evaluate(judge_server, tmp_path, f"scorers.answer_similarity.prompt_dir={mine}")
+    evaluate(scripted, tmp_path, f"scorers.answer_similarity.prompt_dir={mine}")
     (mine / "analyze.j2").write_text((mine / "analyze.j2").read_text() + "\nBe strict.")
-    judge_server.reset()
-    evaluate(judge_server, tmp_path, f"scorers.answer_similarity.prompt_dir={mine}")
-    assert judge_server.count("SemanticUnits") == 0
-    assert judge_server.count("Analysis") == 8  # every row of the 8 has an output to analyse
+    scripted.reset()
+    evaluate(scripted, tmp_path, f"scorers.answer_similarity.prompt_dir={mine}")
+    assert scripted.count("SemanticUnits") == 0
+    assert scripted.count("Analysis") == 8  # every row of the 8 has an output to analyse
 
 
 @pytest.mark.parametrize(
@@ -92,25 +93,25 @@ def test_the_judge_model_and_its_parameters_are_part_of_the_key(
     assert judge_server.count() == 2 * calls
 
 
-def test_timeout_and_retries_are_not(judge_server: FakeLLMServer, tmp_path: Path) -> None:
-    evaluate(judge_server, tmp_path, "dataset.limit=2")
-    calls = judge_server.count()
+def test_timeout_and_retries_are_not(scripted: ScriptedModel, tmp_path: Path) -> None:
+    evaluate(scripted, tmp_path, "dataset.limit=2")
+    calls = scripted.count()
     evaluate(
-        judge_server, tmp_path, "dataset.limit=2", "model.timeout=99", "model.max_retries=5", "concurrency=1"
+        scripted, tmp_path, "dataset.limit=2", "model.timeout=99", "model.max_retries=5", "concurrency=1"
     )
-    assert judge_server.count() == calls
+    assert scripted.count() == calls
 
 
-def test_errors_and_unparseable_replies_are_not_cached(judge_server: FakeLLMServer, tmp_path: Path) -> None:
-    judge_server.responder = lambda request: "not json"
-    broken = evaluate(judge_server, tmp_path, "dataset.limit=2", "model.max_retries=0")
+def test_errors_and_unparseable_replies_are_not_cached(scripted: ScriptedModel, tmp_path: Path) -> None:
+    scripted.responder = lambda request: "not json"
+    broken = evaluate(scripted, tmp_path, "dataset.limit=2", "model.reply_retries=0")
     assert broken.summaries["answer_similarity"].unscored == 2
     from tests.fake_judge import judge
 
-    judge_server.responder = judge
-    judge_server.reset()
-    fixed = evaluate(judge_server, tmp_path, "dataset.limit=2", "model.max_retries=0")
-    assert judge_server.count() > 0 and fixed.summaries["answer_similarity"].scored == 2
+    scripted.responder = judge
+    scripted.reset()
+    fixed = evaluate(scripted, tmp_path, "dataset.limit=2", "model.reply_retries=0")
+    assert scripted.count() > 0 and fixed.summaries["answer_similarity"].scored == 2
 
 
 def test_several_processes_write_at_once(tmp_path: Path) -> None:

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from evalframe.data import load_rows
-from evalframe.testserver import FakeLLMServer
 from tests.conftest import fake_model, run_cli
+from tests.testserver import FakeLLMServer
 
 pytestmark = pytest.mark.slow
 FAKE_KEY = "sk-evalframe-test-4f9c2a7e1b"
@@ -49,7 +49,14 @@ def test_answer_similarity_end_to_end_logs_everything_to_mlflow(
     params, metrics, tags = run.data.params, run.data.metrics, run.data.tags  # type: ignore[attr-defined]
     assert params["model.name"] == "openai/gpt-4o-mini"
     assert params["penalties.missing"] == "0.15"
-    assert params["scorers.answer_similarity.penalties.contradiction"] == "1.0"
+    assert params["penalties.contradiction"] == "1.0"
+    # Each value once: the scorer takes penalties, model and reason from the root keys.
+    assert not [
+        k
+        for k in params
+        if k.startswith(("scorers.answer_similarity.penalties", "scorers.answer_similarity.model"))
+    ]
+    assert "None" not in params.values()
     assert metrics["answer_similarity/scored"] == 28 and metrics["answer_similarity/unscored"] == 0
     assert 0 < metrics["answer_similarity/mean"] < 1
     assert {"answer_similarity/std", "answer_similarity/min", "answer_similarity/max"} <= set(metrics)
@@ -173,7 +180,7 @@ def test_bad_override_is_a_clear_error(tmp_path: Path) -> None:
 def test_unscored_items_are_nan_not_zero(tmp_path: Path, judge_server: FakeLLMServer) -> None:
     judge_server.responder = lambda request: "this is not JSON"
     result = run_cli(
-        ["scorer=answer_similarity", *fake_model(judge_server), "dataset.limit=3", "model.max_retries=1"],
+        ["scorer=answer_similarity", *fake_model(judge_server), "dataset.limit=3", "model.reply_retries=1"],
         cwd=tmp_path,
         env={"OPENAI_API_KEY": FAKE_KEY},
     )

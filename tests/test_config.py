@@ -12,8 +12,9 @@ import pytest
 from evalframe import pipeline
 from evalframe.paths import CONF_DIR, PROMPTS_DIR, SAMPLE_DATASET
 from evalframe.results import RunResult
-from evalframe.testserver import FakeLLMServer
-from tests.conftest import compose, fake_model
+from tests.conftest import Judge, compose, fake_model
+from tests.scripted import ScriptedModel
+from tests.testserver import FakeLLMServer
 
 
 def options(group: str) -> list[str]:
@@ -24,7 +25,7 @@ def evaluate(overrides: list[str], tmp_path: Path) -> RunResult:
     return pipeline.evaluate(compose(overrides), tmp_path / "out")[0]
 
 
-def judge(server: FakeLLMServer, *extra: str) -> list[str]:
+def judge(server: Judge, *extra: str) -> list[str]:
     return ["scorer=answer_similarity", *fake_model(server), "tracking=none", "dataset.limit=4", *extra]
 
 
@@ -43,7 +44,31 @@ def test_every_group_has_the_options_the_docs_promise() -> None:
     assert set(options("model")) >= {"gpt", "claude", "gemini", "ollama"}
     assert options("penalties") == ["default", "lenient", "strict"]
     assert options("tracking") == ["mlflow", "none"]
-    assert options("cache") == ["off", "read", "readwrite", "write"]
+    assert options("base") == ["dataset", "model"]  # shared keys, pulled in by the presets: no group
+
+
+@pytest.mark.parametrize("mode", ["readwrite", "read", "write", "off"])
+def test_each_cache_mode_composes_and_opens(mode: str, tmp_path: Path) -> None:
+    from evalframe.cache import Cache
+
+    cache = compose([f"cache.mode={mode}", f"cache.dir={tmp_path}"])["cache"]
+    assert cache == {"mode": mode, "dir": str(tmp_path)}
+    assert Cache(cache["mode"], cache["dir"]).mode == mode
+
+
+def test_presets_share_their_common_keys_from_one_base() -> None:
+    base = {"dataset": compose([])["dataset"], "model": compose([])["model"]}
+    for group in ("dataset", "model"):
+        for option in options(group):
+            overrides = [f"{group}={option}"] + (["dataset.path=x"] if option in ("csv", "jsonl") else [])
+            assert set(compose(overrides)[group]) == set(base[group]), option
+    assert compose(["model=ollama"])["model"]["reply_retries"] == 2
+
+
+def test_gate_thresholds_name_no_scorer_until_set() -> None:
+    assert compose([])["gate"] == {"min_score": {}, "min_pass_rate": {}, "pass_threshold": 0.5}
+    gate = compose(["+gate.min_score.answer_similarity=0.8"])["gate"]
+    assert gate["min_score"] == {"answer_similarity": 0.8}
 
 
 @pytest.mark.parametrize("option", options("model"))
@@ -67,9 +92,9 @@ def test_each_judge_model_is_temperature_zero_with_timeout_and_retries(option: s
     assert model["temperature"] == 0 and model["timeout"] > 0 and model["max_retries"] >= 1
 
 
-def test_penalty_presets_order_the_mean_score(judge_server: FakeLLMServer, tmp_path: Path) -> None:
+def test_penalty_presets_order_the_mean_score(scripted: ScriptedModel, tmp_path: Path) -> None:
     means = {
-        option: evaluate(judge(judge_server, f"penalties={option}", "dataset.limit=12"), tmp_path)
+        option: evaluate(judge(scripted, f"penalties={option}", "dataset.limit=12"), tmp_path)
         .summaries["answer_similarity"]
         .mean
         for option in options("penalties")
@@ -102,14 +127,12 @@ def _write_rows(path: Path, fmt: str) -> None:
 
 
 @pytest.mark.parametrize("fmt", ["jsonl", "csv"])
-def test_own_dataset_files_with_a_column_mapping(
-    fmt: str, judge_server: FakeLLMServer, tmp_path: Path
-) -> None:
+def test_own_dataset_files_with_a_column_mapping(fmt: str, scripted: ScriptedModel, tmp_path: Path) -> None:
     path = tmp_path / f"qa.{fmt}"
     _write_rows(path, fmt)
     result = evaluate(
         judge(
-            judge_server,
+            scripted,
             f"dataset={fmt}",
             f"dataset.path={path}",
             "dataset.columns.input=q",
@@ -164,11 +187,11 @@ def test_llm_target_model_can_differ_from_the_judge() -> None:
     assert config["model"]["name"].startswith("anthropic/")
 
 
-def test_several_scorers_at_once(judge_server: FakeLLMServer, tmp_path: Path) -> None:
+def test_several_scorers_at_once(scripted: ScriptedModel, tmp_path: Path) -> None:
     result = evaluate(
         [
             "scorer=[answer_similarity,semantic_similarity]",
-            *fake_model(judge_server),
+            *fake_model(scripted),
             "tracking=none",
             "dataset.limit=3",
         ],
@@ -179,26 +202,26 @@ def test_several_scorers_at_once(judge_server: FakeLLMServer, tmp_path: Path) ->
     assert result.items[0].scores["semantic_similarity"].score == 1.0  # identical texts
 
 
-def test_reason_llm_asks_the_judge_for_prose(judge_server: FakeLLMServer, tmp_path: Path) -> None:
-    result = evaluate(judge(judge_server, "reason=llm", "dataset.limit=2"), tmp_path)
-    assert judge_server.count("Reason") == 2
+def test_reason_llm_asks_the_judge_for_prose(scripted: ScriptedModel, tmp_path: Path) -> None:
+    result = evaluate(judge(scripted, "reason=llm", "dataset.limit=2"), tmp_path)
+    assert scripted.count("Reason") == 2
     assert result.items[0].scores["answer_similarity"].reason == "The judge explains the score in prose."
 
 
-def test_users_own_prompt_directory(judge_server: FakeLLMServer, tmp_path: Path) -> None:
+def test_users_own_prompt_directory(scripted: ScriptedModel, tmp_path: Path) -> None:
     mine = tmp_path / "prompts"
     shutil.copytree(PROMPTS_DIR / "answer_similarity", mine)
     (mine / "extract.j2").write_text("MY OWN EXTRACTION PROMPT\n{{ text | fence('TEXT') }}")
-    evaluate(judge(judge_server, f"scorers.answer_similarity.prompt_dir={mine}", "dataset.limit=1"), tmp_path)
-    extracts = [r for r in judge_server.requests if r.schema_name == "SemanticUnits"]
+    evaluate(judge(scripted, f"scorers.answer_similarity.prompt_dir={mine}", "dataset.limit=1"), tmp_path)
+    extracts = [r for r in scripted.requests if r.schema_name == "SemanticUnits"]
     assert extracts and all("MY OWN EXTRACTION PROMPT" in r.messages[-1]["content"] for r in extracts)
 
 
-def test_tracking_mlflow_logs_to_the_configured_uri(judge_server: FakeLLMServer, tmp_path: Path) -> None:
+def test_tracking_mlflow_logs_to_the_configured_uri(scripted: ScriptedModel, tmp_path: Path) -> None:
     db = tmp_path / "runs.db"
     config: dict[str, Any] = compose(
         [
-            *judge(judge_server)[:-2],
+            *judge(scripted)[:-2],
             "tracking=mlflow",
             f"tracking.uri=sqlite:///{db}",
             "tracking.experiment=mine",

@@ -18,9 +18,10 @@ from evalframe.scorers.ground_truth_similarity import (
     reason_from_comparisons,
     score,
 )
-from evalframe.testserver import FakeLLMServer, FakeRequest
-from tests.conftest import compose, fake_model
+from tests.conftest import Judge, compose, fake_model
 from tests.fake_judge import fenced, judge, step_of, words
+from tests.scripted import ScriptedModel
+from tests.testserver import FakeRequest
 
 # --- the pure score, on scripted step results -------------------------------------------------------
 
@@ -156,7 +157,7 @@ def compare_judge(request: FakeRequest) -> str | dict[str, Any]:
     return {"comparisons": comparisons}
 
 
-def gts(server: FakeLLMServer, *extra: str) -> list[str]:
+def gts(server: Judge, *extra: str) -> list[str]:
     return ["scorer=ground_truth_similarity", *fake_model(server), "tracking=none", *extra]
 
 
@@ -167,9 +168,9 @@ def sample_rows(tmp_path: Path, *ids: str) -> Path:
     return path
 
 
-def test_sample_rows_are_scored_through_the_fake_judge(judge_server: FakeLLMServer, tmp_path: Path) -> None:
-    judge_server.responder = compare_judge
-    result, code = pipeline.evaluate(compose(gts(judge_server, "dataset.limit=6")), tmp_path)
+def test_sample_rows_are_scored_through_the_fake_judge(scripted: ScriptedModel, tmp_path: Path) -> None:
+    scripted.responder = compare_judge
+    result, code = pipeline.evaluate(compose(gts(scripted, "dataset.limit=6")), tmp_path)
     assert code == 0 and result.summaries["ground_truth_similarity"].scored == 6
     scores = {i.id: i.scores["ground_truth_similarity"].score for i in result.items}
     assert scores["exact-capital"] == scores["exact-water"] == 1.0
@@ -191,32 +192,30 @@ SEEDS = {
 }
 
 
-def test_seed_rows_end_to_end(judge_server: FakeLLMServer, tmp_path: Path) -> None:
-    judge_server.responder = compare_judge
+def test_seed_rows_end_to_end(scripted: ScriptedModel, tmp_path: Path) -> None:
+    scripted.responder = compare_judge
     path = sample_rows(tmp_path, *SEEDS)
     result, code = pipeline.evaluate(
-        compose(gts(judge_server, "dataset=jsonl", f"dataset.path={path}")), tmp_path
+        compose(gts(scripted, "dataset=jsonl", f"dataset.path={path}")), tmp_path
     )
     assert code == 0
     assert {i.id: i.scores["ground_truth_similarity"].score for i in result.items} == SEEDS
     empty = next(i for i in result.items if i.id == "empty-output").scores["ground_truth_similarity"]
     assert "empty" in empty.reason and not empty.steps  # a known 0 costs no call
     # Non-string ground truth is extracted as its JSON text.
-    texts = {fenced(r)["TEXT"] for r in judge_server.requests if step_of(r) == "SemanticUnits"}
+    texts = {fenced(r)["TEXT"] for r in scripted.requests if step_of(r) == "SemanticUnits"}
     assert {"8", '["red", "green", "blue"]'} <= texts
 
 
-def test_missing_ground_truth_scores_zero_when_not_required(
-    judge_server: FakeLLMServer, tmp_path: Path
-) -> None:
+def test_missing_ground_truth_scores_zero_when_not_required(scripted: ScriptedModel, tmp_path: Path) -> None:
     path = tmp_path / "d.jsonl"
     rows = [
         {"input": "Capital of France?", "ground_truth": "Paris.", "output": "Paris."},
         {"input": "Q?", "output": "A."},
     ]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    judge_server.responder = compare_judge
-    overrides = gts(judge_server, "dataset=jsonl", f"dataset.path={path}")
+    scripted.responder = compare_judge
+    overrides = gts(scripted, "dataset=jsonl", f"dataset.path={path}")
     with pytest.raises(Exception, match=r"no ground_truth"):
         pipeline.evaluate(compose(overrides), tmp_path / "a")
     overrides.append("scorers.ground_truth_similarity.require_ground_truth=false")
@@ -224,11 +223,11 @@ def test_missing_ground_truth_scores_zero_when_not_required(
     missing = result.items[1].scores["ground_truth_similarity"]
     assert code == 0 and missing.score == 0.0 and "No ground truth" in missing.reason
     assert result.items[0].scores["ground_truth_similarity"].score == 1.0
-    assert all("A." not in fenced(r).values() for r in judge_server.requests)  # no call for the row
+    assert all("A." not in fenced(r).values() for r in scripted.requests)  # no call for the row
 
 
 def test_a_wrong_comparison_count_is_retried_with_the_error_then_unscored(
-    judge_server: FakeLLMServer, tmp_path: Path
+    scripted: ScriptedModel, tmp_path: Path
 ) -> None:
     def one_too_many(request: FakeRequest) -> str | dict[str, Any]:
         reply = compare_judge(request)
@@ -237,16 +236,14 @@ def test_a_wrong_comparison_count_is_retried_with_the_error_then_unscored(
             reply["comparisons"] = reply["comparisons"] * 2
         return reply
 
-    judge_server.responder = one_too_many
+    scripted.responder = one_too_many
     result, code = pipeline.evaluate(
-        compose(gts(judge_server, "dataset.limit=6", "model.max_retries=2")), tmp_path
+        compose(gts(scripted, "dataset.limit=6", "model.reply_retries=2")), tmp_path
     )
     water = result.items[1].scores["ground_truth_similarity"]
     assert not water.scored and water.error
     assert water.error.startswith("compare: invalid reply after 3 attempt(s)")
-    asked = [
-        r for r in judge_server.requests if r.messages[-1]["content"].startswith("That reply is invalid")
-    ]
+    asked = [r for r in scripted.requests if r.messages[-1]["content"].startswith("That reply is invalid")]
     assert len(asked) == 2
     assert (
         "'comparisons' has 2 entries but there are 1 reference statements"
@@ -255,26 +252,24 @@ def test_a_wrong_comparison_count_is_retried_with_the_error_then_unscored(
     assert result.summaries["ground_truth_similarity"].scored == 5 and code == 4
 
 
-def units_requests(server: FakeLLMServer) -> int:
+def units_requests(server: Judge) -> int:
     return sum("units" in (r.schema or {}).get("properties", {}) for r in server.requests)
 
 
-def test_shares_extraction_requests_with_answer_similarity(
-    judge_server: FakeLLMServer, tmp_path: Path
-) -> None:
-    judge_server.responder = compare_judge
+def test_shares_extraction_requests_with_answer_similarity(scripted: ScriptedModel, tmp_path: Path) -> None:
+    scripted.responder = compare_judge
     common = [
-        *fake_model(judge_server),
+        *fake_model(scripted),
         "tracking=none",
-        "cache=off",
+        "cache.mode=off",
     ]  # sharing within the run, not the cache
     alone, _ = pipeline.evaluate(compose(["scorer=answer_similarity", *common]), tmp_path / "a")
-    extractions = units_requests(judge_server)
-    judge_server.reset()
+    extractions = units_requests(scripted)
+    scripted.reset()
     both, _ = pipeline.evaluate(
         compose(["scorer=[answer_similarity,ground_truth_similarity]", *common]), tmp_path / "b"
     )
-    assert extractions > 0 and units_requests(judge_server) == extractions
+    assert extractions > 0 and units_requests(scripted) == extractions
     assert both.summaries["ground_truth_similarity"].scored == len(both.items) == len(alone.items)
     # answer similarity's scores are untouched by the company
     assert [i.scores["answer_similarity"].score for i in both.items] == [

@@ -13,8 +13,8 @@ from omegaconf import OmegaConf
 from evalframe import html_report
 from evalframe.results import ItemResult, RunResult, ScoreResult
 from evalframe.sweep import objective_of, read_jobs, swept_keys
-from evalframe.testserver import FakeLLMServer
 from tests.conftest import fake_model, run_cli
+from tests.testserver import FakeLLMServer
 
 PNG = b"\x89PNG\r\n\x1a\n"
 HOSTILE = "<script>alert('x')</script>"

@@ -13,9 +13,10 @@ from pydantic import ValidationError
 from evalframe import pipeline
 from evalframe.errors import ConfigError, PromptError
 from evalframe.scorers.judge import Choice, Number, Verdicts, parse_output, score
-from evalframe.testserver import FakeLLMServer, FakeRequest
-from tests.conftest import compose, fake_model, run_cli
+from tests.conftest import Judge, compose, fake_model, run_cli
 from tests.fake_judge import fenced, words
+from tests.scripted import ScriptedModel
+from tests.testserver import FakeLLMServer, FakeRequest
 
 FACTUALITY = {"subset": 0.4, "superset": 0.6, "same": 1.0, "disagree": 0.0, "immaterial": 1.0}
 ROWS = [  # id -> (expert answer, submitted answer); the id is the relation the responder finds
@@ -110,7 +111,7 @@ def factuality_responder(request: FakeRequest) -> dict[str, Any]:
     return {"reason": f"the answers are {choice}", "choice": choice}
 
 
-def factuality(server: FakeLLMServer, tmp_path: Path, *extra: str) -> dict[str, Any]:
+def factuality(server: Judge, tmp_path: Path, *extra: str) -> dict[str, Any]:
     data = tmp_path / "qa.jsonl"
     rows = [{"id": i, "input": "Question?", "ground_truth": gt, "output": out} for i, gt, out in ROWS]
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -126,9 +127,9 @@ def factuality(server: FakeLLMServer, tmp_path: Path, *extra: str) -> dict[str, 
     )
 
 
-def test_factuality_scores_the_judges_choice(judge_server: FakeLLMServer, tmp_path: Path) -> None:
-    judge_server.responder = factuality_responder
-    result, code = pipeline.evaluate(factuality(judge_server, tmp_path), tmp_path / "out")
+def test_factuality_scores_the_judges_choice(scripted: ScriptedModel, tmp_path: Path) -> None:
+    scripted.responder = factuality_responder
+    result, code = pipeline.evaluate(factuality(scripted, tmp_path), tmp_path / "out")
     assert code == 0
     scores = {i.id: i.scores["factuality"] for i in result.items}
     assert {i: s.score for i, s in scores.items()} == {
@@ -139,7 +140,7 @@ def test_factuality_scores_the_judges_choice(judge_server: FakeLLMServer, tmp_pa
     }
     assert scores["subset"].reason == "subset: the answers are subset"
     assert scores["same"].details == {"reason": "the answers are same", "choice": "same"}
-    request = judge_server.requests[0]
+    request = scripted.requests[0]
     assert request.schema_name == "ChoiceJudgement"
     assert request.schema is not None and request.schema["properties"]["choice"]["enum"] == list(FACTUALITY)
     assert [m["role"] for m in request.messages] == ["system", "user"]
@@ -147,15 +148,15 @@ def test_factuality_scores_the_judges_choice(judge_server: FakeLLMServer, tmp_pa
 
 
 def test_invalid_choice_is_retried_with_the_error_then_unscored(
-    judge_server: FakeLLMServer, tmp_path: Path
+    scripted: ScriptedModel, tmp_path: Path
 ) -> None:
-    judge_server.responder = lambda req: {"reason": "hard to say", "choice": "maybe"}
+    scripted.responder = lambda req: {"reason": "hard to say", "choice": "maybe"}
     result, code = pipeline.evaluate(
-        factuality(judge_server, tmp_path, "model.max_retries=1"), tmp_path / "out"
+        factuality(scripted, tmp_path, "model.reply_retries=1"), tmp_path / "out"
     )
     assert code == 4  # every item unscored
-    assert len(judge_server.requests) == 2 * len(ROWS)  # first try + one retry per item
-    retries = [r for r in judge_server.requests if len(r.messages) > 2]
+    assert len(scripted.requests) == 2 * len(ROWS)  # first try + one retry per item
+    retries = [r for r in scripted.requests if len(r.messages) > 2]
     assert len(retries) == len(ROWS)
     for retry in retries:
         correction = retry.messages[-1]["content"]
@@ -168,29 +169,29 @@ def test_invalid_choice_is_retried_with_the_error_then_unscored(
         assert r.steps[-1].raw and "maybe" in r.steps[-1].raw
 
 
-def test_a_bad_output_form_stops_the_run_before_any_call(judge_server: FakeLLMServer, tmp_path: Path) -> None:
-    config = factuality(judge_server, tmp_path)
+def test_a_bad_output_form_stops_the_run_before_any_call(scripted: ScriptedModel, tmp_path: Path) -> None:
+    config = factuality(scripted, tmp_path)
     config["scorers"]["factuality"]["output"] = {"type": "scale"}
     with pytest.raises(ConfigError, match=r"scorers\.factuality\.output\.type='scale'"):
         pipeline.evaluate(config, tmp_path / "out")
     config["scorers"]["factuality"]["output"] = {"type": "number", "min": 5, "max": 1}
     with pytest.raises(ConfigError, match=r"scorers\.factuality\.output\.min=5 must be less than"):
         pipeline.evaluate(config, tmp_path / "out")
-    assert judge_server.count() == 0
+    assert scripted.count() == 0
 
 
 def test_an_undefined_template_variable_stops_the_run_before_any_call(
-    judge_server: FakeLLMServer, tmp_path: Path
+    scripted: ScriptedModel, tmp_path: Path
 ) -> None:
     prompt = tmp_path / "typo.j2"
     prompt.write_text("Is {{ answer }} right?")
-    config = factuality(judge_server, tmp_path, f"scorers.factuality.prompt={prompt}")
+    config = factuality(scripted, tmp_path, f"scorers.factuality.prompt={prompt}")
     with pytest.raises(
         PromptError,
         match=r"'answer' is undefined; the variables available are: ground_truth, input, output, row",
     ):
         pipeline.evaluate(config, tmp_path / "out")
-    assert judge_server.count() == 0
+    assert scripted.count() == 0
 
 
 # --- a user's own judge, from their own config directory -------------------------------------------

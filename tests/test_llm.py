@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,9 +13,9 @@ from evalframe.cache import Cache
 from evalframe.llm import LLM, ModelSettings
 from evalframe.results import Stats, StepResult
 from evalframe.scorers.answer_similarity import SemanticUnits
-from evalframe.testserver import FakeLLMServer, FakeRequest, Fault
 from tests.conftest import compose, fake_model
 from tests.fake_judge import judge
+from tests.testserver import FakeLLMServer, FakeRequest, Fault
 
 
 def settings(server: FakeLLMServer, **extra: Any) -> ModelSettings:
@@ -57,7 +58,7 @@ def test_invalid_reply_is_retried_with_the_validation_error() -> None:
 
 def test_a_reply_that_stays_invalid_is_an_error_with_the_raw_text() -> None:
     with FakeLLMServer(responder=lambda r: "Sure! Here are the units: A, B") as server:
-        step = ask(server, max_retries=2)
+        step = ask(server, reply_retries=2)
         assert server.count() == 3
     assert not step.ok and step.raw == "Sure! Here are the units: A, B"
     assert step.error is not None and step.error.startswith("invalid reply after 3 attempt(s)")
@@ -82,3 +83,29 @@ def test_json_in_a_markdown_fence_is_accepted() -> None:
     with FakeLLMServer(responder=lambda r: '```json\n{"units": ["A"]}\n```') as server:
         step = ask(server)
     assert step.ok and step.reply == {"units": ["A"]} and step.attempts == 1
+
+
+def test_a_step_sends_at_most_one_plus_its_transport_and_reply_retries() -> None:
+    """Transport retries (max_retries) and invalid-reply retries (reply_retries) add up, never multiply:
+    a judge that fails three times then answers out of shape, over and over, gets 1 + 3 + 2 requests
+    at most, not (3 + 1) x (2 + 1)."""
+    sent: list[str] = []
+
+    def judge_that(reply: Callable[[int], Fault | str]) -> Callable[[FakeRequest], Fault | str]:
+        sent.clear()
+
+        def responder(request: FakeRequest) -> Fault | str:
+            sent.append(request.path)
+            return reply(len(sent))
+
+        return responder
+
+    with FakeLLMServer(responder=judge_that(lambda n: "not JSON" if n % 4 == 0 else Fault(status=500))) as s:
+        step = ask(s, max_retries=3, reply_retries=2)
+    assert not step.ok and step.error and len(sent) <= 1 + 3 + 2
+    with FakeLLMServer(responder=judge_that(lambda n: Fault(status=500))) as down:
+        assert not ask(down, max_retries=3, reply_retries=2).ok
+    assert len(sent) == 4  # the first try and 3 transport retries; an error is not a reply to correct
+    with FakeLLMServer(responder=judge_that(lambda n: "not JSON")) as wrong:
+        assert not ask(wrong, max_retries=3, reply_retries=2).ok
+    assert len(sent) == 3  # the first try and 2 corrections

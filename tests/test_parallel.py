@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from evalframe.cache import Cache
-from evalframe.testserver import FakeLLMServer
 from tests.conftest import fake_model, run_cli, sweep_runs
+from tests.testserver import FakeLLMServer
 
 SWEEP = ["penalties.missing=0.05,0.3", "penalties.contradiction=0.1,1.0"]
 
@@ -158,7 +158,7 @@ def test_a_failing_job_in_a_worker_process_fails_the_sweep(
             *fake_model(judge_server),
             "dataset.limit=8",
             "tracking=none",
-            "gate.min_score.answer_similarity=0.99",
+            "+gate.min_score.answer_similarity=0.99",
             "penalties.missing=0.05,0.3",
             "hydra/launcher=joblib",
             "hydra.launcher.n_jobs=2",

@@ -17,13 +17,13 @@ from evalframe.llm import LLM, ModelSettings, response_format
 from evalframe.rescore import command_line, merge
 from evalframe.results import Message, Stats, StepResult
 from evalframe.scorers.answer_similarity import Analysis, Penalties, SemanticUnits, score
-from evalframe.testserver import FakeLLMServer, FakeRequest
 from evalframe.tracking import fetch_run
 from tests.conftest import fake_model, run_cli
 from tests.test_answer_relevancy import relevancy_judge
 from tests.test_ground_truth_similarity import compare_judge
 from tests.test_judge import ROWS as FACTUALITY_ROWS
 from tests.test_judge import factuality_responder
+from tests.testserver import FakeLLMServer, FakeRequest
 
 KEY = {"OPENAI_API_KEY": "sk-x"}
 
@@ -110,7 +110,7 @@ def test_rescore_with_new_penalties_makes_no_call_and_links_the_old_run(
     assert new.data.tags["evalframe.rescored_from"] == old.info.run_id
     assert old.info.run_id in new.data.tags["mlflow.note.content"]
     assert "penalties.missing=0.3" in new.data.tags["mlflow.note.content"]
-    assert new.data.params["scorers.answer_similarity.penalties.missing"] == "0.3"
+    assert new.data.params["penalties.missing"] == "0.3"
     assert "penalties.contradiction=0.2" in json.loads(new.data.tags["evalframe.overrides"])
 
     # The new scores are the pure formula on the stored analyses, computed here independently.

@@ -5,16 +5,21 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
+from evalframe import pipeline
+from evalframe.cache import Cache
 from evalframe.context import Context
 from evalframe.data import Row
 from evalframe.errors import ConfigError
+from evalframe.results import ScoreResult, Stats
 from evalframe.scorers.semantic_similarity import SemanticSimilarity
-from evalframe.testserver import FakeLLMServer
+from tests.conftest import compose
+from tests.testserver import FakeLLMServer
 
 
 def row(truth: str | None, i: int = 0) -> Row:
@@ -119,13 +124,49 @@ def test_a_missing_embedding_key_is_found_before_any_call() -> None:
 @pytest.mark.slow
 def test_texts_longer_than_the_window_are_chunked_and_averaged_not_truncated() -> None:
     from evalframe import local_embeddings
-    from evalframe.llm import embed
+    from evalframe.llm import LLM, ModelSettings
+    from evalframe.results import Stats
 
     fact = "The capital of France is Paris."
     long = "Bananas are yellow fruit rich in potassium. " * 60 + fact  # 487 tokens; the window is 254
     pieces = local_embeddings.chunks("all-MiniLM-L6-v2", long)
     assert len(pieces) == 2 and "paris" in pieces[-1].lower() and "paris" not in pieces[0].lower()
-    matrix, _ = asyncio.run(embed("local/all-MiniLM-L6-v2", [long, fact, pieces[0]], asyncio.Semaphore(2)))
+    door = LLM(ModelSettings("local/all-MiniLM-L6-v2"), asyncio.Semaphore(2), Cache("off"), Stats())
+    matrix, _ = asyncio.run(door._embed([long, fact, pieces[0]], 256))
     chunked, target, first_window_only = matrix
     assert chunked @ target > first_window_only @ target + 0.02  # the end of the text counts
     assert np.linalg.norm(chunked) == pytest.approx(1.0)
+
+
+def test_a_rerun_embeds_nothing_and_the_embedding_cost_counts(
+    judge_server: FakeLLMServer, tmp_path: Path
+) -> None:
+    """Embeddings go through the model door like judge replies: cached (vectors and each pair's
+    cosine), and paid for in the run's totals (LiteLLM prices text-embedding-3-small)."""
+    pairs = [("Paris is the capital", "The capital is Paris"), ("red apples", "blue sky")]
+    items = [(row(truth, i), output) for i, (truth, output) in enumerate(pairs)]
+    scorer = remote(judge_server)
+
+    def run() -> tuple[list[ScoreResult], Stats]:
+        ctx = Context(limiter=asyncio.Semaphore(2), cache=Cache("readwrite", tmp_path))
+        return asyncio.run(scorer.score(items, ctx)), ctx.stats
+
+    first, paid = run()
+    assert judge_server.count() == 1 and paid.calls == 1  # 4 texts, one batch
+    assert paid.cost > 0 and sum(r.usage.cost for r in first) == pytest.approx(paid.cost)
+    assert all(r.usage.prompt_tokens > 0 for r in first)  # each item carries its texts' share
+    judge_server.reset()
+    again, free = run()
+    assert judge_server.count() == 0 and free.calls == 0 and free.hits == 2 and free.cost == 0
+    assert [r.score for r in again] == [r.score for r in first]
+    assert all(r.usage.cost == 0 and r.steps[0].cached for r in again)
+
+
+@pytest.mark.slow
+def test_a_second_default_run_makes_no_embedding_call(tmp_path: Path) -> None:
+    """`python -m evalframe` twice (the bundled sample, local embeddings): the second run embeds nothing."""
+    config = compose(["tracking=none"])
+    first, _ = pipeline.evaluate(config, tmp_path / "first")
+    second, _ = pipeline.evaluate(config, tmp_path / "second")
+    assert first.stats.calls > 0 and second.stats.calls == 0 and second.stats.hits > 0
+    assert second.means == first.means

@@ -18,8 +18,8 @@ from evalframe.errors import DataError
 from evalframe.journal import RESULTS
 from evalframe.paths import SAMPLE_DATASET
 from evalframe.results import RunResult
-from evalframe.testserver import FakeLLMServer
-from tests.conftest import compose, fake_model
+from tests.conftest import Judge, compose, fake_model
+from tests.scripted import ScriptedModel
 
 
 def _dataset(path: Path, n: int, last: str | None = None) -> Path:
@@ -72,7 +72,7 @@ def test_validate_reads_every_window_and_counts() -> None:
     ],
 )
 def test_an_error_on_the_last_line_stops_the_run_before_any_call(
-    last: str, message: str, judge_server: FakeLLMServer, tmp_path: Path
+    last: str, message: str, scripted: ScriptedModel, tmp_path: Path
 ) -> None:
     path = _dataset(tmp_path / "d.jsonl", 6, last=last)
     config = compose(
@@ -84,16 +84,16 @@ def test_an_error_on_the_last_line_stops_the_run_before_any_call(
                 f"dataset.path={path}",
                 "window=2",
             ),
-            *fake_model(judge_server),
+            *fake_model(scripted),
         ]
     )
     with pytest.raises(DataError, match=message):
         pipeline.evaluate(config, tmp_path / "out")
-    assert judge_server.count() == 0
+    assert scripted.count() == 0
     assert not (tmp_path / "out" / RESULTS).exists()
 
 
-def _evaluate(server: FakeLLMServer, out: Path, *extra: str) -> RunResult:
+def _evaluate(server: Judge, out: Path, *extra: str) -> RunResult:
     overrides = ["scorer=[answer_similarity,token_f1]", *fake_model(server), "tracking=none", *extra]
     return pipeline.evaluate(compose(overrides), out)[0]
 
@@ -103,12 +103,12 @@ def _journal(out: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in lines]
 
 
-def test_small_windows_give_the_results_of_one_window(judge_server: FakeLLMServer, tmp_path: Path) -> None:
-    whole = _evaluate(judge_server, tmp_path / "whole", "window=1000")
-    calls = judge_server.count()
-    judge_server.reset()
-    windowed = _evaluate(judge_server, tmp_path / "windowed", "window=3", "cache=off")
-    assert judge_server.count() >= calls > 0  # cache off: the judge really answered again
+def test_small_windows_give_the_results_of_one_window(scripted: ScriptedModel, tmp_path: Path) -> None:
+    whole = _evaluate(scripted, tmp_path / "whole", "window=1000")
+    calls = scripted.count()
+    scripted.reset()
+    windowed = _evaluate(scripted, tmp_path / "windowed", "window=3", "cache.mode=off")
+    assert scripted.count() >= calls > 0  # cache off: the judge really answered again
 
     assert whole.count == windowed.count == len(whole.items) == 28
     assert [i.id for i in windowed.items] == [i.id for i in whole.items]
@@ -123,11 +123,9 @@ def test_small_windows_give_the_results_of_one_window(judge_server: FakeLLMServe
     assert sorted(i["id"] for i in journaled) == sorted(i.id for i in whole.items)  # each item once
 
 
-def test_keep_items_caps_the_items_held_not_the_aggregates(
-    judge_server: FakeLLMServer, tmp_path: Path
-) -> None:
-    full = _evaluate(judge_server, tmp_path / "full", "window=4")
-    capped = _evaluate(judge_server, tmp_path / "capped", "window=4", "keep_items=5")
+def test_keep_items_caps_the_items_held_not_the_aggregates(scripted: ScriptedModel, tmp_path: Path) -> None:
+    full = _evaluate(scripted, tmp_path / "full", "window=4")
+    capped = _evaluate(scripted, tmp_path / "capped", "window=4", "keep_items=5")
     assert len(capped.items) == 5 and capped.count == full.count == 28
     assert [i.id for i in capped.items] == [i.id for i in full.items[:5]]
     # The same statistics (the second run's replies came from the cache, so they cost nothing).
@@ -137,7 +135,7 @@ def test_keep_items_caps_the_items_held_not_the_aggregates(
     assert len(_journal(tmp_path / "capped")) == 28  # every item is on disk
 
 
-def test_a_large_run_logs_its_first_items_and_says_so(judge_server: FakeLLMServer, tmp_path: Path) -> None:
+def test_a_large_run_logs_its_first_items_and_says_so(scripted: ScriptedModel, tmp_path: Path) -> None:
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     overrides = ["scorer=token_f1", "tracking=mlflow", f"tracking.uri={uri}", "keep_items=4", "window=3"]
     pipeline.evaluate(compose(overrides), tmp_path / "out")
@@ -156,18 +154,18 @@ def test_a_large_run_logs_its_first_items_and_says_so(judge_server: FakeLLMServe
 
 
 def test_resume_skips_finished_windows_and_counts_their_items(
-    judge_server: FakeLLMServer, tmp_path: Path
+    scripted: ScriptedModel, tmp_path: Path
 ) -> None:
-    overrides = ["scorer=answer_similarity", *fake_model(judge_server), "tracking=none", "cache=off"]
+    overrides = ["scorer=answer_similarity", *fake_model(scripted), "tracking=none", "cache.mode=off"]
     config = compose([*overrides, "dataset.limit=12", "window=4"])
     full = pipeline.evaluate(config, tmp_path / "out")[0]
-    all_calls = judge_server.count()
+    all_calls = scripted.count()
     # As if killed after 6 items: the first window and half of the second are on disk.
     journal = tmp_path / "out" / RESULTS
     journal.write_text("".join(journal.read_text().splitlines(keepends=True)[:6]))
-    judge_server.reset()
+    scripted.reset()
     resumed = pipeline.evaluate(config, tmp_path / "out", resume_from=tmp_path / "out")[0]
-    assert 0 < judge_server.count() < all_calls
+    assert 0 < scripted.count() < all_calls
     assert resumed.count == 12 and [i.id for i in resumed.items] == [i.id for i in full.items]
     assert resumed.summaries["answer_similarity"].mean == full.summaries["answer_similarity"].mean
     assert sorted(i["id"] for i in _journal(tmp_path / "out")) == sorted(i.id for i in full.items)

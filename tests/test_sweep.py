@@ -15,9 +15,9 @@ from evalframe.errors import ConfigError
 from evalframe.objective import of_config
 from evalframe.paths import CONF_DIR
 from evalframe.results import Objective
-from evalframe.testserver import FakeLLMServer
 from tests import short_answer_judge
 from tests.conftest import compose, fake_model, run_cli, sweep_runs
+from tests.testserver import FakeLLMServer
 
 slow = pytest.mark.slow
 
@@ -188,6 +188,7 @@ def test_a_nan_objective_is_the_worst_value_and_does_not_stop_optuna(
             "scorer=answer_similarity",
             *fake_model(judge_server),
             "model.max_retries=0",
+            "model.reply_retries=0",
             "dataset=sas_squad",
             "dataset.limit=2",
             "max_unscored_rate=1.0",

@@ -19,7 +19,7 @@ os.environ["LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS"] = "True"
 import litellm
 import pytest
 
-from evalframe.testserver import (
+from tests.testserver import (
     FakeLLMServer,
     FakeRequest,
     Fault,
@@ -210,7 +210,7 @@ def test_latency_overlaps_across_concurrent_clients() -> None:
 
 def test_cli_prints_base_url() -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "evalframe.testserver", "--port", "0"],
+        [sys.executable, "-m", "tests.testserver", "--port", "0"],
         stdout=subprocess.PIPE,
         text=True,
         cwd=Path(__file__).parents[1],

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from evalframe.testserver import FakeLLMServer
 from tests.conftest import fake_model, run_cli, sweep_runs
 from tests.mlflow_server import mlflow_server as mlflow_server_on
 from tests.system_packages import ensure
+from tests.testserver import FakeLLMServer
 
 pytestmark = pytest.mark.slow
 
