@@ -181,10 +181,12 @@ class LLM:
         # share one call, even while it is still in flight.
         self._shared: dict[str, asyncio.Future[StepResult]] = {}
 
-    async def _complete(
-        self, messages: list[Message], step: StepResult, budget: Budget, **kwargs: Any
+    async def _request(
+        self, call: Callable[[], Awaitable[Any]], budget: Budget | int, step: StepResult | None = None
     ) -> Any:
-        """One completion, retried on rate limits, server errors and timeouts while the budget lasts."""
+        """One request to the provider within the run's concurrency limit, retried on rate limits,
+        server errors and timeouts while the budget lasts. A refused key or an unknown model ends the
+        run (ModelRejected): every other item would be refused too."""
         litellm = lib()
         transient = _transient_errors(litellm)
 
@@ -192,11 +194,10 @@ class LLM:
             async with self.limiter:
                 started = time.perf_counter()
                 self.stats.calls += 1
-                step.attempts += 1
+                if step is not None:
+                    step.attempts += 1
                 try:
-                    return await litellm.acompletion(
-                        messages=messages, **self.settings.call_kwargs(), **kwargs
-                    )
+                    return await call()
                 except (
                     litellm.AuthenticationError,
                     litellm.PermissionDeniedError,
@@ -204,12 +205,21 @@ class LLM:
                 ) as e:
                     raise ModelRejected(
                         f"the model {self.settings.name} rejected the request ({type(e).__name__}): "
-                        f"{str(e)[:300]}. Check model.name and {self.settings.api_key_env or 'the API key'}"
+                        f"{str(e)[:300]}. Check its name and {self.settings.api_key_env or 'the API key'}"
                     ) from None
                 finally:
-                    step.latency += time.perf_counter() - started
+                    if step is not None:
+                        step.latency += time.perf_counter() - started
 
-        response = await with_retries(attempt, budget, lambda e: isinstance(e, transient))
+        return await with_retries(attempt, budget, lambda e: isinstance(e, transient))
+
+    async def _complete(
+        self, messages: list[Message], step: StepResult, budget: Budget, **kwargs: Any
+    ) -> Any:
+        """One completion (its attempts, latency, usage and cost on `step`)."""
+        litellm = lib()
+        call = lambda: litellm.acompletion(messages=messages, **self.settings.call_kwargs(), **kwargs)  # noqa: E731
+        response = await self._request(call, budget, step)
         self._account(step, response)
         return response
 
@@ -449,27 +459,14 @@ class LLM:
             chunks = split(text)
             pieces += chunks
             owners += [i] * len(chunks)
-        transient = _transient_errors(litellm)
         kwargs = {
             k: v for k, v in self.settings.call_kwargs().items() if k not in ("temperature", "max_tokens")
         }
 
         async def one_batch(batch: list[str]) -> Any:
-            async def attempt() -> Any:
-                async with self.limiter:
-                    self.stats.calls += 1
-                    try:
-                        return await litellm.aembedding(input=batch, **kwargs)
-                    except (
-                        litellm.AuthenticationError,
-                        litellm.PermissionDeniedError,
-                        litellm.NotFoundError,
-                    ) as e:
-                        raise ModelRejected(
-                            f"the embedding model {self.settings.name} rejected the request: {str(e)[:300]}"
-                        ) from None
-
-            return await with_retries(attempt, self.settings.max_retries, lambda e: isinstance(e, transient))
+            return await self._request(
+                lambda: litellm.aembedding(input=batch, **kwargs), self.settings.max_retries
+            )
 
         starts = range(0, len(pieces), batch_size)
         responses = await asyncio.gather(*(one_batch(pieces[i : i + batch_size]) for i in starts))

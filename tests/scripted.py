@@ -12,12 +12,19 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 from typing import Any
 
 import httpx
 
-from tests.testserver import FakeRequest, Fault, Responder, _tokens, echo_schema_responder, embed
+from tests.testserver import (
+    FakeRequest,
+    Fault,
+    RequestLog,
+    Responder,
+    _tokens,
+    echo_schema_responder,
+    embed,
+)
 
 PROVIDER = "scripted"
 NAME = f"{PROVIDER}/judge"
@@ -34,24 +41,13 @@ _STATUS_ERRORS = {
 }
 
 
-class ScriptedModel:
-    """The responder and what it was asked: `requests` (FakeRequest, embeddings included), `faults`."""
+class ScriptedModel(RequestLog):
+    """A responder, and what it was asked, logged as the server logs it (RequestLog)."""
 
     def __init__(self, responder: Responder = echo_schema_responder, latency: float = 0.0):
+        super().__init__()
         self.responder = responder
         self.latency = latency
-        self.requests: list[FakeRequest] = []
-        self.faults = 0
-        self._lock = threading.Lock()
-
-    def count(self, schema_name: str | None = None) -> int:
-        with self._lock:
-            return sum(1 for r in self.requests if schema_name is None or r.schema_name == schema_name)
-
-    def reset(self) -> None:
-        with self._lock:
-            self.requests.clear()
-            self.faults = 0
 
     def _record(self, request: FakeRequest) -> None:
         with self._lock:

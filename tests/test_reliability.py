@@ -202,13 +202,16 @@ def test_ctrl_c_stops_promptly_keeps_results_and_says_how_to_resume(
     stall = Stall(limit=30)
     judge_server.responder = stall
     proc = _start(judged(judge_server, "concurrency=4", "model.timeout=120"), tmp_path)
-    _wait_until(lambda: stall.answered > stall.limit)
-    time.sleep(1.0)
-    proc.send_signal(signal.SIGINT)
-    started = time.monotonic()
-    _, stderr = proc.communicate(timeout=30)
-    assert time.monotonic() - started < 10
-    stall.release.set()
+    try:
+        _wait_until(lambda: stall.answered > stall.limit)
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGINT)
+        started = time.monotonic()
+        _, stderr = proc.communicate(timeout=30)
+        assert time.monotonic() - started < 10
+    finally:  # a run that ignored the signal must not go on asking the next tests' judge
+        proc.kill()
+        stall.release.set()
     assert proc.returncode == 130
     assert "interrupted" in stderr and "resume=true" in stderr
     assert 0 < len(journal(tmp_path)) < 28

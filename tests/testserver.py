@@ -316,7 +316,26 @@ class _HTTPServer(ThreadingHTTPServer):
         super().shutdown_request(request)
 
 
-class FakeLLMServer:
+class RequestLog:
+    """What a fake model was asked (`requests`, embeddings included) and how often it failed on
+    purpose (`faults`): the server and the in-process scripted model (tests/scripted.py) alike."""
+
+    def __init__(self) -> None:
+        self.requests: list[FakeRequest] = []
+        self.faults = 0
+        self._lock = threading.Lock()
+
+    def count(self, schema_name: str | None = None) -> int:
+        with self._lock:
+            return sum(1 for r in self.requests if schema_name is None or r.schema_name == schema_name)
+
+    def reset(self) -> None:
+        with self._lock:
+            self.requests.clear()
+            self.faults = 0
+
+
+class FakeLLMServer(RequestLog):
     def __init__(
         self,
         responder: Responder | None = None,
@@ -329,9 +348,7 @@ class FakeLLMServer:
         self.responder: Responder = responder or echo_schema_responder
         self.latency, self.error_rate, self.error_statuses = latency, error_rate, error_statuses
         self.seed, self.port = seed, port  # port=0: pick a free one
-        self.requests: list[FakeRequest] = []
-        self.faults = 0
-        self._lock = threading.Lock()
+        super().__init__()
         self._rng = random.Random(seed)
         self._httpd: _HTTPServer | None = None
 
@@ -368,14 +385,9 @@ class FakeLLMServer:
     def openai_base(self) -> str:
         return self.base_url + "/v1"
 
-    def count(self, schema_name: str | None = None) -> int:
-        with self._lock:
-            return sum(1 for r in self.requests if schema_name is None or r.schema_name == schema_name)
-
     def reset(self) -> None:
+        super().reset()
         with self._lock:
-            self.requests.clear()
-            self.faults = 0
             self._rng = random.Random(self.seed)  # same seed -> same fault sequence after a reset
 
     def _handle(self, h: _Handler) -> None:
