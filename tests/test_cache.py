@@ -114,6 +114,7 @@ def test_errors_and_unparseable_replies_are_not_cached(scripted: ScriptedModel, 
     assert scripted.count() > 0 and fixed.summaries["answer_similarity"].scored == 2
 
 
+@pytest.mark.slow
 def test_several_processes_write_at_once(tmp_path: Path) -> None:
     writer = (
         "import sys; from evalframe.cache import Cache; c = Cache('readwrite', sys.argv[1]);"
@@ -131,6 +132,7 @@ def test_several_processes_write_at_once(tmp_path: Path) -> None:
     assert all(cache.get(f"{name}-{i}") == {"raw": str(i)} for name in "abcd" for i in range(300))
 
 
+@pytest.mark.slow
 def test_a_nine_point_penalty_sweep_makes_as_many_calls_as_one_run(
     judge_server: FakeLLMServer, tmp_path: Path
 ) -> None:

@@ -109,6 +109,7 @@ def test_processes_asking_the_same_request_make_one_call(tmp_path: Path) -> None
     assert sorted(outputs) == sorted(["asked", *[f"waited {answer['raw']}"] * 3])
 
 
+@pytest.mark.slow
 def test_a_claim_of_a_dead_process_is_taken_over_at_once(tmp_path: Path) -> None:
     cache = Cache("readwrite", tmp_path)
     dead = subprocess.run(

@@ -208,6 +208,7 @@ def test_latency_overlaps_across_concurrent_clients() -> None:
     assert elapsed < 3.0  # serial would be >= 9.6 s
 
 
+@pytest.mark.slow
 def test_cli_prints_base_url() -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "tests.testserver", "--port", "0"],
