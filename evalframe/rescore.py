@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from evalframe import config as configs
-from evalframe import tracking
+from evalframe import report, tracking
 from evalframe.cache import Replay, ReplayMiss
 from evalframe.context import Context
 from evalframe.data import Row
@@ -238,8 +238,6 @@ def compare(old_metrics: Mapping[str, float], result: RunResult) -> list[list[st
 def main(config: dict[str, Any], output_dir: Path, overrides: list[str]) -> tuple[int, Objective | None]:
     """Re-score the run named by `rescore` under `config` (its own command line plus this one's, see
     command_line) through the pipeline, once; returns the exit code and the objective."""
-    from evalframe import report
-
     run_id = str(config["rescore"])
     logged = Logged.from_env(run_id)
     items = read_items(Path(logged.results_file))
