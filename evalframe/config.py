@@ -9,6 +9,7 @@ from typing import Any, cast
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
 
+from evalframe.cache import MODES
 from evalframe.errors import ConfigError
 from evalframe.paths import CONF_DIR
 
@@ -43,4 +44,11 @@ def resolve(cfg: DictConfig) -> dict[str, Any]:
         ) from None
     except OmegaConfBaseException as e:
         raise ConfigError(f"config error: {e}") from None
-    return {str(k): v for k, v in cast(dict[Any, Any], resolved).items()}
+    config = {str(k): v for k, v in cast(dict[Any, Any], resolved).items()}
+    if "cache" in config and not isinstance(config["cache"], dict):
+        # `cache=off` was a group choice before the cache became one node; Hydra takes it as a value.
+        raise ConfigError(
+            f"cache={config['cache']}: choose the mode with cache.mode={config['cache']} "
+            f"({', '.join(MODES)}); the folder is cache.dir"
+        )
+    return config

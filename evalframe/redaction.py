@@ -10,7 +10,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-SECRET = re.compile(r"(api_?key|token|password|passwd|secret|credential)", re.IGNORECASE)
+# `token` ends a name (auth_token, hf_token): max_tokens and the token_f1 scorer are settings, not secrets.
+SECRET = re.compile(r"(api_?key|token(?![a-z0-9_])|password|passwd|secret|credential)", re.IGNORECASE)
 REDACTED = "***"
 
 

@@ -44,7 +44,11 @@ def test_every_group_has_the_options_the_docs_promise() -> None:
     assert set(options("model")) >= {"gpt", "claude", "gemini", "ollama"}
     assert options("penalties") == ["default", "lenient", "strict"]
     assert options("tracking") == ["mlflow", "none"]
-    assert options("base") == ["dataset", "model"]  # shared keys, pulled in by the presets: no group
+    # Hydra's --help lists every folder as a group: the presets' shared keys (*_base.yaml) sit beside
+    # config.yaml, so no base shows up as something to choose.
+    groups = sorted(p.name for p in CONF_DIR.iterdir() if p.is_dir())
+    assert groups == ["dataset", "model", "penalties", "scorer", "sweep", "target", "tracking"]
+    assert sorted(p.stem for p in CONF_DIR.glob("*_base.yaml")) == ["dataset_base", "model_base"]
 
 
 @pytest.mark.parametrize("mode", ["readwrite", "read", "write", "off"])
@@ -69,6 +73,27 @@ def test_gate_thresholds_name_no_scorer_until_set() -> None:
     assert compose([])["gate"] == {"min_score": {}, "min_pass_rate": {}, "pass_threshold": 0.5}
     gate = compose(["+gate.min_score.answer_similarity=0.8"])["gate"]
     assert gate["min_score"] == {"answer_similarity": 0.8}
+
+
+def test_mlflow_params_hold_each_resolved_value_once() -> None:
+    from evalframe.tracking import params
+
+    two = compose(["scorer=[answer_similarity,factuality]", "penalties.missing=0.3", "+extra_key=null"])
+    logged = params(two)
+    # The scorer files take penalties, model and reason from the root: logged once, under the root's name,
+    # so a swept penalty is one column (one axis of the compare page's chart).
+    assert logged["penalties.missing"] == "0.3" and logged["model.name"] == "openai/gpt-4o-mini"
+    assert logged["reason"] == "analysis"
+    assert not [k for k in logged if k.startswith("scorers.") and k.split(".")[2] in two]
+    # A null or an empty mapping is a placeholder, not a setting.
+    assert "None" not in logged.values() and "extra_key" not in logged and "gate.min_score" not in logged
+    assert "model.extra" not in logged and logged["model.max_tokens"] == "4096"  # a setting, not a secret
+    assert len(logged) < 60  # 97 when every scorer copy, null and gate placeholder was a param
+    # A scorer given its own judge logs it: it is no longer the root's value.
+    two["scorers"]["factuality"]["model"] = {**two["model"], "name": "x/y"}
+    own = params(two)
+    assert own["scorers.factuality.model.name"] == "x/y" and own["model.name"] == "openai/gpt-4o-mini"
+    assert "scorers.answer_similarity.model.name" not in own
 
 
 @pytest.mark.parametrize("option", options("model"))

@@ -332,6 +332,9 @@ def test_injection_in_the_output_stays_fenced_data(scripted: ScriptedModel, tmp_
         ("+gate.min_score.semantic_similarity=0.5", "gate.min_score.semantic_similarity names a scorer"),
         ("model.foo=1", "Key 'foo' is not in struct"),
         ("cache.mode=sometimes", "cache.mode='sometimes' is not an option"),
+        # the forms of older versions: a cache preset, a gate that listed every scorer
+        ("cache=off", "choose the mode with cache.mode=off"),
+        ("gate.min_score.answer_similarity=0.8", "use +gate.min_score.answer_similarity=0.8"),
     ],
 )
 def test_config_mistakes_are_usage_errors_before_any_call(
