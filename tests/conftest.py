@@ -5,6 +5,7 @@ subprocess) and config composition."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -87,6 +88,13 @@ def fake_model(server: FakeLLMServer | ScriptedModel, option: str = "gpt") -> li
         return [f"model={option}", *scripted_model.overrides()]
     base = server.openai_base if option == "gpt" else server.base_url
     return [f"model={option}", f"model.api_base={base}", "model.timeout=10"]
+
+
+def default_sigint() -> None:
+    """Popen's preexec_fn for a child that a test interrupts: a shell's background job (make test &)
+    ignores SIGINT, and a child inherits that, so Ctrl-C would test nothing. A terminal's Ctrl-C
+    reaches a foreground run with the default handler; give the child that."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def run_cli(

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from evalframe import pipeline
-from tests.conftest import Judge, compose, fake_model, run_cli
+from tests.conftest import Judge, compose, default_sigint, fake_model, run_cli
 from tests.fake_judge import judge, step_of
 from tests.scripted import ScriptedModel
 from tests.testserver import FakeLLMServer, FakeRequest, Fault
@@ -165,6 +165,7 @@ def _start(args: list[str], cwd: Path) -> subprocess.Popen[str]:
         text=True,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        preexec_fn=default_sigint,
     )
 
 

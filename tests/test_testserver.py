@@ -19,6 +19,7 @@ os.environ["LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS"] = "True"
 import litellm
 import pytest
 
+from tests.conftest import default_sigint
 from tests.testserver import (
     FakeLLMServer,
     FakeRequest,
@@ -215,6 +216,7 @@ def test_cli_prints_base_url() -> None:
         stdout=subprocess.PIPE,
         text=True,
         cwd=Path(__file__).parents[1],
+        preexec_fn=default_sigint,
     )
     try:
         assert proc.stdout is not None
