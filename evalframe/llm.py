@@ -14,7 +14,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, TypeVar
 
@@ -391,31 +391,59 @@ class LLM:
         pair, else computed from the texts' vectors, cached or embedded in batches. A failed embedding
         is each pair's error (the items are unscored), never a crash of the run."""
         keys = [self._embedding_key("cosine", list(pair)) for pair in pairs]
+        steps = self._stored_cosines(keys, range(len(pairs)))
+        missing = [i for i in range(len(pairs)) if i not in steps]
+        if missing:
+            self.cache.before_asking("embed", self.settings.name)  # a replay raises here instead
+            # The jobs of a parallel sweep embed the same window at once: one process claims these
+            # pairs (one claim for all, as they are embedded in shared batches), the others wait.
+            claim = self._embedding_key("pairs", [keys[i] for i in missing])
+            batches = -(-2 * len(missing) // batch_size)  # at most two new texts per pair
+            if await self.cache.claim(claim, patience=self._patience() * batches):
+                steps.update(self._stored_cosines(keys, missing))
+            try:
+                todo = [i for i in missing if i not in steps]
+                if todo:
+                    steps.update(await self._computed(pairs, keys, todo, batch_size))
+                if all(steps[i].ok for i in missing):
+                    self.cache.put(claim, {"raw": ""})  # tells the waiting processes to read the cache
+            finally:
+                self.cache.release(claim)  # failed: a waiting process embeds them itself
+        return [steps[i] for i in range(len(pairs))]
+
+    def _stored_cosines(self, keys: list[str], indexes: Iterable[int]) -> dict[int, StepResult]:
         steps: dict[int, StepResult] = {}
-        for i, k in enumerate(keys):
-            hit = self.cache.get(k)
+        for i in indexes:
+            hit = self.cache.get(keys[i])
             if hit:
                 self.stats.hits += 1
                 value = None if hit.get("error") else {"cosine": float(hit["raw"])}
                 steps[i] = StepResult(
-                    "embed", [], reply=value, raw=hit.get("raw"), error=hit.get("error"), cached=True, key=k
+                    "embed",
+                    [],
+                    reply=value,
+                    raw=hit.get("raw"),
+                    error=hit.get("error"),
+                    cached=True,
+                    key=keys[i],
                 )
-        missing = [i for i in range(len(pairs)) if i not in steps]
-        if not missing:
-            return [steps[i] for i in range(len(pairs))]
-        self.cache.before_asking("embed", self.settings.name)  # a replay raises here instead
-        texts = list(dict.fromkeys(text for i in missing for text in pairs[i]))
+        return steps
+
+    async def _computed(
+        self, pairs: list[tuple[str, str]], keys: list[str], todo: list[int], batch_size: int
+    ) -> dict[int, StepResult]:
+        """The cosines of the pairs `todo`, cached, each step with its share of the embedding cost."""
+        texts = list(dict.fromkeys(text for i in todo for text in pairs[i]))
         try:
             vectors, usage = await self._vectors(texts, batch_size)
         except ModelRejected:
             raise
         except Exception as e:  # the run goes on: these items are unscored, with the reason
             error = f"{type(e).__name__}: {str(e)[:500]}"
-            for i in missing:
-                steps[i] = StepResult("embed", [], error=error, key=keys[i])
-            return [steps[i] for i in range(len(pairs))]
+            return {i: StepResult("embed", [], error=error, key=keys[i]) for i in todo}
+        steps: dict[int, StepResult] = {}
         paid: set[str] = set()
-        for i in missing:
+        for i in todo:
             a, b = pairs[i]
             cosine = float(vectors[a] @ vectors[b])  # unit vectors: the dot product is the cosine
             share = sum((usage[t] for t in (a, b) if t in usage and t not in paid), Usage())
@@ -424,7 +452,7 @@ class LLM:
             steps[i] = StepResult(
                 "embed", [], reply={"cosine": cosine}, raw=repr(cosine), usage=share, key=keys[i]
             )
-        return [steps[i] for i in range(len(pairs))]
+        return steps
 
     async def _vectors(
         self, texts: list[str], batch_size: int
@@ -483,9 +511,9 @@ class LLM:
             cost = float((getattr(response, "_hidden_params", None) or {}).get("response_cost") or 0.0)
             self.stats.cost += cost
             batch = owners[start : start + batch_size]
-            tokens = getattr(u, "prompt_tokens", 0) or 0
-            for owner in batch:
-                share = Usage(prompt_tokens=tokens // len(batch), cost=cost / len(batch))
+            tokens, extra = divmod(getattr(u, "prompt_tokens", 0) or 0, len(batch))
+            for n, owner in enumerate(batch):  # the remainder of the division goes to the first pieces
+                share = Usage(prompt_tokens=tokens + (n < extra), cost=cost / len(batch))
                 usage[texts[owner]] += share
         return matrix, usage
 
