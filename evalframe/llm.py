@@ -16,7 +16,7 @@ import re
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import numpy as np
 from pydantic import BaseModel, ValidationError
@@ -434,13 +434,16 @@ class LLM:
     ) -> dict[int, StepResult]:
         """The cosines of the pairs `todo`, cached, each step with its share of the embedding cost."""
         texts = list(dict.fromkeys(text for i in todo for text in pairs[i]))
+        usage: dict[str, Usage] = {}  # each embedded text's share of what its batch cost
         try:
-            vectors, usage = await self._vectors(texts, batch_size)
+            vectors = await self._vectors(texts, batch_size, usage)
         except ModelRejected:
             raise
         except Exception as e:  # the run goes on: these items are unscored, with the reason
             error = f"{type(e).__name__}: {str(e)[:500]}"
-            return {i: StepResult("embed", [], error=error, key=keys[i]) for i in todo}
+            failed = {i: StepResult("embed", [], error=error, key=keys[i]) for i in todo}
+            failed[todo[0]].usage = sum(usage.values(), Usage())  # the batches that answered are paid for
+            return failed
         steps: dict[int, StepResult] = {}
         paid: set[str] = set()
         for i in todo:
@@ -455,10 +458,10 @@ class LLM:
         return steps
 
     async def _vectors(
-        self, texts: list[str], batch_size: int
-    ) -> tuple[dict[str, np.ndarray], dict[str, Usage]]:
+        self, texts: list[str], batch_size: int, usage: dict[str, Usage]
+    ) -> dict[str, np.ndarray]:
         """Unit vectors of `texts`, from the cache where it has them; the others are embedded and
-        cached, each with its share of what embedding it cost."""
+        cached, each with its share of what embedding it cost in `usage`."""
         vectors: dict[str, np.ndarray] = {}
         for text in texts:
             hit = self.cache.get(self._embedding_key("text", text))
@@ -466,15 +469,17 @@ class LLM:
                 vectors[text] = np.asarray(json.loads(hit["raw"]), dtype=np.float64)
         todo = [t for t in texts if t not in vectors]
         if not todo:
-            return vectors, {}
-        matrix, usage = await self._embed(todo, batch_size)
+            return vectors
+        matrix = await self._embed(todo, batch_size, usage)
         for text, vector in zip(todo, matrix, strict=True):
             vectors[text] = vector
             self.cache.put(self._embedding_key("text", text), {"raw": json.dumps(vector.tolist())})
-        return vectors, usage
+        return vectors
 
-    async def _embed(self, texts: list[str], batch_size: int) -> tuple[np.ndarray, dict[str, Usage]]:
-        """Embed texts in batches (a few calls for a whole dataset), L2-normalised rows.
+    async def _embed(self, texts: list[str], batch_size: int, usage: dict[str, Usage]) -> np.ndarray:
+        """Embed texts in batches (a few calls for a whole dataset), L2-normalised rows; each batch's
+        tokens and cost are shared out in `usage` over the texts its pieces belong to, also when
+        another batch fails (what was paid for is counted).
 
         A text longer than the model's window is split into window-sized chunks whose embeddings are
         averaged (weighted by length), instead of being silently truncated to its beginning.
@@ -497,16 +502,12 @@ class LLM:
             )
 
         starts = range(0, len(pieces), batch_size)
-        responses = await asyncio.gather(*(one_batch(pieces[i : i + batch_size]) for i in starts))
-        vectors = np.asarray([item["embedding"] for r in responses for item in r.data], dtype=np.float64)
-        weights = np.asarray([len(p) for p in pieces], dtype=np.float64)
-        matrix = np.zeros((len(texts), vectors.shape[1]))
-        np.add.at(matrix, owners, vectors * weights[:, None])  # a chunked text: length-weighted mean
-        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-        matrix = matrix / np.where(norms == 0, 1.0, norms)
-        # Each batch's tokens and cost, shared out over the texts its pieces belong to.
-        usage: dict[str, Usage] = {text: Usage() for text in texts}
+        responses = await asyncio.gather(
+            *(one_batch(pieces[i : i + batch_size]) for i in starts), return_exceptions=True
+        )
         for start, response in zip(starts, responses, strict=True):
+            if isinstance(response, BaseException):
+                continue
             u = getattr(response, "usage", None)
             cost = float((getattr(response, "_hidden_params", None) or {}).get("response_cost") or 0.0)
             self.stats.cost += cost
@@ -514,8 +515,17 @@ class LLM:
             tokens, extra = divmod(getattr(u, "prompt_tokens", 0) or 0, len(batch))
             for n, owner in enumerate(batch):  # the remainder of the division goes to the first pieces
                 share = Usage(prompt_tokens=tokens + (n < extra), cost=cost / len(batch))
-                usage[texts[owner]] += share
-        return matrix, usage
+                usage[texts[owner]] = usage.get(texts[owner], Usage()) + share
+        failures = [r for r in responses if isinstance(r, BaseException)]
+        if failures:  # a rejected model ends the run, before any other failure
+            raise next((f for f in failures if isinstance(f, ModelRejected)), failures[0])
+        answered = cast(list[Any], responses)  # no failure among them
+        vectors = np.asarray([item["embedding"] for r in answered for item in r.data], dtype=np.float64)
+        weights = np.asarray([len(p) for p in pieces], dtype=np.float64)
+        matrix = np.zeros((len(texts), vectors.shape[1]))
+        np.add.at(matrix, owners, vectors * weights[:, None])  # a chunked text: length-weighted mean
+        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+        return matrix / np.where(norms == 0, 1.0, norms)
 
 
 def _chunker(model: str) -> Callable[[str], list[str]]:

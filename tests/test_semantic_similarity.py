@@ -89,6 +89,26 @@ def test_a_failing_embedding_model_leaves_items_unscored_not_zero() -> None:
     assert not result.scored and result.error and "InternalServerError" in result.error
 
 
+def test_what_a_failed_window_paid_for_counts(judge_server: FakeLLMServer, monkeypatch: Any) -> None:
+    """One batch fails, the other was answered and billed: the items are unscored, the bill is kept."""
+    from evalframe.llm import lib
+
+    litellm = lib()
+    real = litellm.aembedding
+
+    async def second_batch_lost(*args: Any, **kwargs: Any) -> Any:
+        if "lost" in kwargs["input"]:
+            raise RuntimeError("the batch was lost")
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(litellm, "aembedding", second_batch_lost)
+    items = [(row("a b c"), "a b d"), (row("lost", 1), "x y")]
+    ctx = Context(limiter=asyncio.Semaphore(2))
+    results = asyncio.run(remote(judge_server, batch_size=2).score(items, ctx))
+    assert not any(r.scored for r in results) and "the batch was lost" in (results[0].error or "")
+    assert ctx.stats.cost > 0 and sum(r.usage.cost for r in results) == pytest.approx(ctx.stats.cost)
+
+
 @pytest.mark.parametrize(
     ("options", "message"),
     [
@@ -133,7 +153,7 @@ def test_texts_longer_than_the_window_are_chunked_and_averaged_not_truncated() -
     pieces = local_embeddings.chunks("all-MiniLM-L6-v2", long)
     assert len(pieces) == 2 and "paris" in pieces[-1].lower() and "paris" not in pieces[0].lower()
     door = LLM(ModelSettings("local/all-MiniLM-L6-v2"), asyncio.Semaphore(2), Cache("off"), Stats())
-    matrix, _ = asyncio.run(door._embed([long, fact, pieces[0]], 256))
+    matrix = asyncio.run(door._embed([long, fact, pieces[0]], 256, {}))
     chunked, target, first_window_only = matrix
     assert chunked @ target > first_window_only @ target + 0.02  # the end of the text counts
     assert np.linalg.norm(chunked) == pytest.approx(1.0)
