@@ -14,9 +14,9 @@ import json
 import os
 import re
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import numpy as np
 from pydantic import BaseModel, ValidationError
@@ -391,31 +391,62 @@ class LLM:
         pair, else computed from the texts' vectors, cached or embedded in batches. A failed embedding
         is each pair's error (the items are unscored), never a crash of the run."""
         keys = [self._embedding_key("cosine", list(pair)) for pair in pairs]
+        steps = self._stored_cosines(keys, range(len(pairs)))
+        missing = [i for i in range(len(pairs)) if i not in steps]
+        if missing:
+            self.cache.before_asking("embed", self.settings.name)  # a replay raises here instead
+            # The jobs of a parallel sweep embed the same window at once: one process claims these
+            # pairs (one claim for all, as they are embedded in shared batches), the others wait.
+            claim = self._embedding_key("pairs", [keys[i] for i in missing])
+            batches = -(-2 * len(missing) // batch_size)  # at most two new texts per pair
+            if await self.cache.claim(claim, patience=self._patience() * batches):
+                steps.update(self._stored_cosines(keys, missing))
+            try:
+                todo = [i for i in missing if i not in steps]
+                if todo:
+                    steps.update(await self._computed(pairs, keys, todo, batch_size))
+                if all(steps[i].ok for i in missing):
+                    self.cache.put(claim, {"raw": ""})  # tells the waiting processes to read the cache
+            finally:
+                self.cache.release(claim)  # failed: a waiting process embeds them itself
+        return [steps[i] for i in range(len(pairs))]
+
+    def _stored_cosines(self, keys: list[str], indexes: Iterable[int]) -> dict[int, StepResult]:
         steps: dict[int, StepResult] = {}
-        for i, k in enumerate(keys):
-            hit = self.cache.get(k)
+        for i in indexes:
+            hit = self.cache.get(keys[i])
             if hit:
                 self.stats.hits += 1
                 value = None if hit.get("error") else {"cosine": float(hit["raw"])}
                 steps[i] = StepResult(
-                    "embed", [], reply=value, raw=hit.get("raw"), error=hit.get("error"), cached=True, key=k
+                    "embed",
+                    [],
+                    reply=value,
+                    raw=hit.get("raw"),
+                    error=hit.get("error"),
+                    cached=True,
+                    key=keys[i],
                 )
-        missing = [i for i in range(len(pairs)) if i not in steps]
-        if not missing:
-            return [steps[i] for i in range(len(pairs))]
-        self.cache.before_asking("embed", self.settings.name)  # a replay raises here instead
-        texts = list(dict.fromkeys(text for i in missing for text in pairs[i]))
+        return steps
+
+    async def _computed(
+        self, pairs: list[tuple[str, str]], keys: list[str], todo: list[int], batch_size: int
+    ) -> dict[int, StepResult]:
+        """The cosines of the pairs `todo`, cached, each step with its share of the embedding cost."""
+        texts = list(dict.fromkeys(text for i in todo for text in pairs[i]))
+        usage: dict[str, Usage] = {}  # each embedded text's share of what its batch cost
         try:
-            vectors, usage = await self._vectors(texts, batch_size)
+            vectors = await self._vectors(texts, batch_size, usage)
         except ModelRejected:
             raise
         except Exception as e:  # the run goes on: these items are unscored, with the reason
             error = f"{type(e).__name__}: {str(e)[:500]}"
-            for i in missing:
-                steps[i] = StepResult("embed", [], error=error, key=keys[i])
-            return [steps[i] for i in range(len(pairs))]
+            failed = {i: StepResult("embed", [], error=error, key=keys[i]) for i in todo}
+            failed[todo[0]].usage = sum(usage.values(), Usage())  # the batches that answered are paid for
+            return failed
+        steps: dict[int, StepResult] = {}
         paid: set[str] = set()
-        for i in missing:
+        for i in todo:
             a, b = pairs[i]
             cosine = float(vectors[a] @ vectors[b])  # unit vectors: the dot product is the cosine
             share = sum((usage[t] for t in (a, b) if t in usage and t not in paid), Usage())
@@ -424,13 +455,13 @@ class LLM:
             steps[i] = StepResult(
                 "embed", [], reply={"cosine": cosine}, raw=repr(cosine), usage=share, key=keys[i]
             )
-        return [steps[i] for i in range(len(pairs))]
+        return steps
 
     async def _vectors(
-        self, texts: list[str], batch_size: int
-    ) -> tuple[dict[str, np.ndarray], dict[str, Usage]]:
+        self, texts: list[str], batch_size: int, usage: dict[str, Usage]
+    ) -> dict[str, np.ndarray]:
         """Unit vectors of `texts`, from the cache where it has them; the others are embedded and
-        cached, each with its share of what embedding it cost."""
+        cached, each with its share of what embedding it cost in `usage`."""
         vectors: dict[str, np.ndarray] = {}
         for text in texts:
             hit = self.cache.get(self._embedding_key("text", text))
@@ -438,15 +469,17 @@ class LLM:
                 vectors[text] = np.asarray(json.loads(hit["raw"]), dtype=np.float64)
         todo = [t for t in texts if t not in vectors]
         if not todo:
-            return vectors, {}
-        matrix, usage = await self._embed(todo, batch_size)
+            return vectors
+        matrix = await self._embed(todo, batch_size, usage)
         for text, vector in zip(todo, matrix, strict=True):
             vectors[text] = vector
             self.cache.put(self._embedding_key("text", text), {"raw": json.dumps(vector.tolist())})
-        return vectors, usage
+        return vectors
 
-    async def _embed(self, texts: list[str], batch_size: int) -> tuple[np.ndarray, dict[str, Usage]]:
-        """Embed texts in batches (a few calls for a whole dataset), L2-normalised rows.
+    async def _embed(self, texts: list[str], batch_size: int, usage: dict[str, Usage]) -> np.ndarray:
+        """Embed texts in batches (a few calls for a whole dataset), L2-normalised rows; each batch's
+        tokens and cost are shared out in `usage` over the texts its pieces belong to, also when
+        another batch fails (what was paid for is counted).
 
         A text longer than the model's window is split into window-sized chunks whose embeddings are
         averaged (weighted by length), instead of being silently truncated to its beginning.
@@ -469,25 +502,30 @@ class LLM:
             )
 
         starts = range(0, len(pieces), batch_size)
-        responses = await asyncio.gather(*(one_batch(pieces[i : i + batch_size]) for i in starts))
-        vectors = np.asarray([item["embedding"] for r in responses for item in r.data], dtype=np.float64)
-        weights = np.asarray([len(p) for p in pieces], dtype=np.float64)
-        matrix = np.zeros((len(texts), vectors.shape[1]))
-        np.add.at(matrix, owners, vectors * weights[:, None])  # a chunked text: length-weighted mean
-        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-        matrix = matrix / np.where(norms == 0, 1.0, norms)
-        # Each batch's tokens and cost, shared out over the texts its pieces belong to.
-        usage: dict[str, Usage] = {text: Usage() for text in texts}
+        responses = await asyncio.gather(
+            *(one_batch(pieces[i : i + batch_size]) for i in starts), return_exceptions=True
+        )
         for start, response in zip(starts, responses, strict=True):
+            if isinstance(response, BaseException):
+                continue
             u = getattr(response, "usage", None)
             cost = float((getattr(response, "_hidden_params", None) or {}).get("response_cost") or 0.0)
             self.stats.cost += cost
             batch = owners[start : start + batch_size]
-            tokens = getattr(u, "prompt_tokens", 0) or 0
-            for owner in batch:
-                share = Usage(prompt_tokens=tokens // len(batch), cost=cost / len(batch))
-                usage[texts[owner]] += share
-        return matrix, usage
+            tokens, extra = divmod(getattr(u, "prompt_tokens", 0) or 0, len(batch))
+            for n, owner in enumerate(batch):  # the remainder of the division goes to the first pieces
+                share = Usage(prompt_tokens=tokens + (n < extra), cost=cost / len(batch))
+                usage[texts[owner]] = usage.get(texts[owner], Usage()) + share
+        failures = [r for r in responses if isinstance(r, BaseException)]
+        if failures:  # a rejected model ends the run, before any other failure
+            raise next((f for f in failures if isinstance(f, ModelRejected)), failures[0])
+        answered = cast(list[Any], responses)  # no failure among them
+        vectors = np.asarray([item["embedding"] for r in answered for item in r.data], dtype=np.float64)
+        weights = np.asarray([len(p) for p in pieces], dtype=np.float64)
+        matrix = np.zeros((len(texts), vectors.shape[1]))
+        np.add.at(matrix, owners, vectors * weights[:, None])  # a chunked text: length-weighted mean
+        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+        return matrix / np.where(norms == 0, 1.0, norms)
 
 
 def _chunker(model: str) -> Callable[[str], list[str]]:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -88,6 +89,26 @@ def test_a_failing_embedding_model_leaves_items_unscored_not_zero() -> None:
     assert not result.scored and result.error and "InternalServerError" in result.error
 
 
+def test_what_a_failed_window_paid_for_counts(judge_server: FakeLLMServer, monkeypatch: Any) -> None:
+    """One batch fails, the other was answered and billed: the items are unscored, the bill is kept."""
+    from evalframe.llm import lib
+
+    litellm = lib()
+    real = litellm.aembedding
+
+    async def second_batch_lost(*args: Any, **kwargs: Any) -> Any:
+        if "lost" in kwargs["input"]:
+            raise RuntimeError("the batch was lost")
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(litellm, "aembedding", second_batch_lost)
+    items = [(row("a b c"), "a b d"), (row("lost", 1), "x y")]
+    ctx = Context(limiter=asyncio.Semaphore(2))
+    results = asyncio.run(remote(judge_server, batch_size=2).score(items, ctx))
+    assert not any(r.scored for r in results) and "the batch was lost" in (results[0].error or "")
+    assert ctx.stats.cost > 0 and sum(r.usage.cost for r in results) == pytest.approx(ctx.stats.cost)
+
+
 @pytest.mark.parametrize(
     ("options", "message"),
     [
@@ -132,7 +153,7 @@ def test_texts_longer_than_the_window_are_chunked_and_averaged_not_truncated() -
     pieces = local_embeddings.chunks("all-MiniLM-L6-v2", long)
     assert len(pieces) == 2 and "paris" in pieces[-1].lower() and "paris" not in pieces[0].lower()
     door = LLM(ModelSettings("local/all-MiniLM-L6-v2"), asyncio.Semaphore(2), Cache("off"), Stats())
-    matrix, _ = asyncio.run(door._embed([long, fact, pieces[0]], 256))
+    matrix = asyncio.run(door._embed([long, fact, pieces[0]], 256, {}))
     chunked, target, first_window_only = matrix
     assert chunked @ target > first_window_only @ target + 0.02  # the end of the text counts
     assert np.linalg.norm(chunked) == pytest.approx(1.0)
@@ -155,11 +176,33 @@ def test_a_rerun_embeds_nothing_and_the_embedding_cost_counts(
     assert judge_server.count() == 1 and paid.calls == 1  # 4 texts, one batch
     assert paid.cost > 0 and sum(r.usage.cost for r in first) == pytest.approx(paid.cost)
     assert all(r.usage.prompt_tokens > 0 for r in first)  # each item carries its texts' share
+    billed = sum(max(1, (len(t) + 3) // 4) for pair in pairs for t in pair)  # the fake's token count
+    assert sum(r.usage.prompt_tokens for r in first) == billed  # the batch's tokens, none lost to rounding
     judge_server.reset()
     again, free = run()
     assert judge_server.count() == 0 and free.calls == 0 and free.hits == 2 and free.cost == 0
     assert [r.score for r in again] == [r.score for r in first]
     assert all(r.usage.cost == 0 and r.steps[0].cached for r in again)
+
+
+def test_jobs_scoring_the_same_window_at_once_embed_it_once(tmp_path: Path) -> None:
+    """Two jobs of a parallel sweep on one cache directory (two caches, as two processes hold them)
+    score the same items at once: one embeds, the other waits for its cosines; no claim is left."""
+    items = [(row(truth, i), output) for i, (truth, output) in enumerate([("a b c", "a b d"), ("x y", "z")])]
+
+    async def both(scorer: SemanticSimilarity) -> tuple[list[list[ScoreResult]], list[Stats]]:
+        jobs = [Context(limiter=asyncio.Semaphore(2), cache=Cache("readwrite", tmp_path)) for _ in range(2)]
+        return list(await asyncio.gather(*(scorer.score(items, job) for job in jobs))), [
+            j.stats for j in jobs
+        ]
+
+    with FakeLLMServer(latency=0.5) as slow:
+        (first, second), stats = asyncio.run(both(remote(slow)))
+        assert slow.count() == 1
+    assert sorted(s.calls for s in stats) == [0, 1] and sorted(s.hits for s in stats) == [0, 2]
+    assert [r.score for r in first] == [r.score for r in second]
+    db = sqlite3.connect(tmp_path / "replies.sqlite")
+    assert db.execute("SELECT COUNT(*) FROM pending").fetchone() == (0,)
 
 
 @pytest.mark.slow

@@ -161,6 +161,22 @@ def test_rate_limits_and_server_errors_are_retried(tmp_path: Path, service: Serv
     assert all(i.target_step is not None and i.target_step.attempts == 3 for i in result.result.items)
 
 
+def test_the_http_target_waits_as_long_as_retry_after_asks(tmp_path: Path, service: Service) -> None:
+    sent: dict[str, list[float]] = {}
+
+    def slow_down_once(call: Call) -> Reply:
+        times = sent.setdefault(call.body["input"], [])
+        times.append(time.monotonic())
+        if len(times) == 1:  # longer than the first backoff can draw (at most 1 s)
+            return 429, {"error": "slow down"}, {"Retry-After": "1.5"}
+        return 200, {"answer": capital(call.body["input"])}, {}
+
+    service.reply = slow_down_once
+    result = run_http(tmp_path, HTTPTarget(url=service.url, max_retries=1))
+    assert result.mean("exact_match") == 1.0
+    assert all(len(times) == 2 and times[1] - times[0] >= 1.5 for times in sent.values())
+
+
 def test_failures_leave_the_item_unscored_with_a_reason(tmp_path: Path, service: Service) -> None:
     def broken(call: Call) -> Reply:
         question = call.body["input"]
