@@ -121,5 +121,7 @@ def test_embeddings_are_the_servers_vectors_with_usage_and_cost(scripted: Script
     assert same.reply and different.reply
     assert math.isclose(same.reply["cosine"], 1.0) and different.reply["cosine"] < 0.9
     [request] = scripted.requests
-    assert request.protocol == "embeddings" and sorted(request.inputs) == sorted({t for p in pairs for t in p})
+    assert request.protocol == "embeddings" and sorted(request.inputs) == sorted(
+        {t for p in pairs for t in p}
+    )
     assert same.usage.prompt_tokens > 0 and model.stats.cost > 0
