@@ -107,7 +107,7 @@ def test_the_verdict_count_error_is_given_back_to_the_model(scripted: ScriptedMo
 # --- transient faults -----------------------------------------------------------------------------------
 
 
-def test_429_500_503_and_timeouts_on_a_fifth_of_calls(tmp_path: Path) -> None:
+def test_429_500_503_and_timeouts_on_a_fifth_of_calls(scripted: ScriptedModel, tmp_path: Path) -> None:
     import random
 
     rng, lock = random.Random(3), threading.Lock()
@@ -130,9 +130,9 @@ def test_429_500_503_and_timeouts_on_a_fifth_of_calls(tmp_path: Path) -> None:
             return Fault(status=200, delay=3.0)  # the client gives up after model.timeout
         return judge(req)
 
-    with FakeLLMServer(responder=flaky) as server:
-        overrides = judged(server, "model.timeout=1", "model.max_retries=8", "concurrency=8")
-        result, code = pipeline.evaluate(compose(overrides), tmp_path)
+    scripted.responder = flaky  # over HTTP too: tests/test_llm.py, tests/test_testserver.py
+    overrides = judged(scripted, "model.timeout=0.5", "model.max_retries=8", "concurrency=8")
+    result, code = pipeline.evaluate(compose(overrides), tmp_path)
     assert all(injected[k] > 0 for k in ("429", "500", "503", "timeout")), injected
     assert code == 0
     assert result.summaries["answer_similarity"].scored == 28
