@@ -29,12 +29,16 @@ Judge = FakeLLMServer | ScriptedModel  # what a test's judge is: over HTTP, or i
 _LEAKY = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "MLFLOW_TRACKING_URI", "OPENAI_BASE_URL")
 
 
+_running: list[pytest.Item] = []  # the test being run, for run_cli's check of its marker
+
+
 @pytest.fixture(autouse=True)
-def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     """No real providers or tracking servers, and a judge cache of the test's own."""
     for name in _LEAKY:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("EVALFRAME_CACHE_DIR", str(tmp_path / "cache"))
+    _running[:] = [request.node]
 
 
 @pytest.fixture(scope="session")
@@ -100,7 +104,10 @@ def default_sigint() -> None:
 def run_cli(
     args: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: float = 300
 ) -> subprocess.CompletedProcess[str]:
-    """`python -m evalframe ARGS` in a subprocess, as a user runs it."""
+    """`python -m evalframe ARGS` in a subprocess, as a user runs it. Only from a test marked slow:
+    `make check` promises to skip every test that starts one."""
+    for test in _running:
+        assert test.get_closest_marker("slow"), f"{test.nodeid} runs `python -m evalframe`: mark it slow"
     full_env = {k: v for k, v in os.environ.items() if k not in _LEAKY}
     full_env.update(env or {})
     return subprocess.run(

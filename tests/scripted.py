@@ -28,6 +28,7 @@ from tests.testserver import (
 
 PROVIDER = "scripted"
 NAME = f"{PROVIDER}/judge"
+EMBED = f"{PROVIDER}/embed"  # any scripted/... name embeds; this one has a price
 
 _STATUS_ERRORS = {
     400: "BadRequestError",
@@ -91,11 +92,11 @@ class ScriptedModel(RequestLog):
                     body={"model": model, "messages": messages, **options},
                     headers={},
                 )
-                scripted._record(request)
                 await asyncio.sleep(scripted.latency)
                 reply = scripted.responder(request)
                 if isinstance(reply, Fault):
                     await scripted._fail(litellm, reply, model, kwargs.get("timeout"))
+                scripted._record(request)  # answered requests only, as the server logs them
                 text = reply if isinstance(reply, str) else json.dumps(reply)
                 n_in = _tokens(" ".join(m["content"] for m in request.messages))
                 return litellm.ModelResponse(
@@ -135,6 +136,9 @@ def install(model: ScriptedModel) -> None:
     price = {"input_cost_per_token": 1.5e-7, "output_cost_per_token": 6e-7, "litellm_provider": PROVIDER}
     price |= {"cache_creation_input_token_cost": 0.0, "cache_read_input_token_cost": 0.0}
     litellm.register_model({NAME: {**price, "mode": "chat"}})
+    # An embedding model priced like text-embedding-3-small: its cost counts in a run's cost too.
+    embedding = {"input_cost_per_token": 2e-8, "output_cost_per_token": 0.0, "litellm_provider": PROVIDER}
+    litellm.register_model({EMBED: {**embedding, "mode": "embedding"}})
     litellm.custom_provider_map[:] = [p for p in litellm.custom_provider_map if p.get("provider") != PROVIDER]
     litellm.custom_provider_map.append({"provider": PROVIDER, "custom_handler": model.provider(litellm)})
     litellm.utils.custom_llm_setup()

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from evalframe import html_report
+from evalframe import html_report, pipeline
 from evalframe.results import ItemResult, RunResult, ScoreResult
 from evalframe.sweep import objective_of, read_jobs, swept_keys
-from tests.conftest import fake_model, run_cli
-from tests.testserver import FakeLLMServer
+from tests.conftest import compose, fake_model
+from tests.scripted import ScriptedModel
 
 PNG = b"\x89PNG\r\n\x1a\n"
 HOSTILE = "<script>alert('x')</script>"
@@ -202,14 +202,13 @@ def test_log_run_logs_the_report_and_one_trace_per_item_with_assessments(tmp_pat
     assert "judge reply invalid" in (unscored.error.error_message or "")
 
 
-@pytest.mark.slow
-def test_a_run_without_mlflow_still_writes_its_report(judge_server: FakeLLMServer, tmp_path: Path) -> None:
-    result = run_cli(
-        ["scorer=answer_similarity", *fake_model(judge_server), "dataset.limit=3", "tracking=none"],
-        cwd=tmp_path,
-        env={"OPENAI_API_KEY": "sk-x"},
-    )
-    assert result.returncode == 0, result.stderr
+def test_a_run_without_mlflow_still_writes_its_report(
+    scripted: ScriptedModel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # where tracking's default sqlite:///mlflow.db would be
+    config = compose(["scorer=answer_similarity", *fake_model(scripted), "dataset.limit=3", "tracking=none"])
+    _, code = pipeline.evaluate(config, tmp_path / "outputs" / "run")
+    assert code == 0
     [page] = list((tmp_path / "outputs").rglob("report.html"))
     assert (page.parent / "results.jsonl").is_file()
     assert (page.parent / "plots" / "answer_similarity_histogram.png").read_bytes().startswith(PNG)

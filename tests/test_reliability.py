@@ -1,4 +1,5 @@
-"""Faults, bad input, resume, secrets and the CI gate, end to end against the fake judge server."""
+"""Faults, bad input, resume, secrets and the CI gate, end to end: in process with the scripted judge, and
+as a subprocess against the fake judge server where the command itself (signals, exit codes) is under test."""
 
 from __future__ import annotations
 
@@ -16,7 +17,9 @@ from typing import Any
 
 import pytest
 
+from evalframe import config as configs
 from evalframe import pipeline
+from evalframe.errors import EvalframeError
 from tests.conftest import Judge, compose, default_sigint, fake_model, run_cli
 from tests.fake_judge import judge, step_of
 from tests.scripted import ScriptedModel
@@ -32,6 +35,15 @@ def judged(server: Judge, *extra: str) -> list[str]:
 def journal(cwd: Path) -> list[dict[str, Any]]:
     [path] = cwd.glob("outputs/*/*/results.jsonl")
     return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def usage_error(overrides: list[str], out: Path) -> str:
+    """The message of the usage error (exit code 2) that a run with `overrides` stops with, composed
+    and resolved as the command line does it."""
+    with pytest.raises(EvalframeError) as raised:
+        pipeline.evaluate(configs.resolve(configs.compose(overrides)), out)
+    assert raised.value.exit_code == 2
+    return str(raised.value)
 
 
 # --- judge replies that fail validation -------------------------------------------------------------
@@ -95,7 +107,7 @@ def test_the_verdict_count_error_is_given_back_to_the_model(scripted: ScriptedMo
 # --- transient faults -----------------------------------------------------------------------------------
 
 
-def test_429_500_503_and_timeouts_on_a_fifth_of_calls(tmp_path: Path) -> None:
+def test_429_500_503_and_timeouts_on_a_fifth_of_calls(scripted: ScriptedModel, tmp_path: Path) -> None:
     import random
 
     rng, lock = random.Random(3), threading.Lock()
@@ -118,9 +130,9 @@ def test_429_500_503_and_timeouts_on_a_fifth_of_calls(tmp_path: Path) -> None:
             return Fault(status=200, delay=3.0)  # the client gives up after model.timeout
         return judge(req)
 
-    with FakeLLMServer(responder=flaky) as server:
-        overrides = judged(server, "model.timeout=1", "model.max_retries=8", "concurrency=8")
-        result, code = pipeline.evaluate(compose(overrides), tmp_path)
+    scripted.responder = flaky  # over HTTP too: tests/test_llm.py, tests/test_testserver.py
+    overrides = judged(scripted, "model.timeout=0.5", "model.max_retries=8", "concurrency=8")
+    result, code = pipeline.evaluate(compose(overrides), tmp_path)
     assert all(injected[k] > 0 for k in ("429", "500", "503", "timeout")), injected
     assert code == 0
     assert result.summaries["answer_similarity"].scored == 28
@@ -263,7 +275,6 @@ def test_mlflow_unreachable_keeps_results_and_log_run_logs_them_later(
 # --- bad input, found before any model call ---------------------------------------------------------------
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(
     ("lines", "message"),
     [
@@ -280,14 +291,13 @@ def test_mlflow_unreachable_keeps_results_and_log_run_logs_them_later(
     ],
 )
 def test_bad_rows_stop_the_run_before_any_call(
-    lines: list[str], message: str, judge_server: FakeLLMServer, tmp_path: Path
+    lines: list[str], message: str, scripted: ScriptedModel, tmp_path: Path
 ) -> None:
     path = tmp_path / "bad.jsonl"
     path.write_text("\n".join(lines) + "\n")
-    result = run_cli([*judged(judge_server), "dataset=jsonl", f"dataset.path={path}"], cwd=tmp_path, env=KEY)
-    assert result.returncode == 2
-    assert str(path) in result.stderr and message in result.stderr
-    assert judge_server.count() == 0
+    error = usage_error([*judged(scripted), "dataset=jsonl", f"dataset.path={path}"], tmp_path / "out")
+    assert str(path) in error and message in error
+    assert scripted.count() == 0
 
 
 def test_large_outputs_and_template_text_arrive_literally(scripted: ScriptedModel, tmp_path: Path) -> None:
@@ -322,7 +332,6 @@ def test_injection_in_the_output_stays_fenced_data(scripted: ScriptedModel, tmp_
     assert result.items[0].scores["answer_similarity"].score == 0.0  # the score comes from the analysis
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(
     ("override", "message"),
     [
@@ -331,7 +340,6 @@ def test_injection_in_the_output_stays_fenced_data(scripted: ScriptedModel, tmp_
         ("reason=prose", "reason='prose' is not an option"),
         ("+penalties.missing_penalty=0.2", "missing_penalty"),
         ("+gate.min_score.semantic_similarity=0.5", "gate.min_score.semantic_similarity names a scorer"),
-        ("model.foo=1", "Key 'foo' is not in struct"),
         ("cache.mode=sometimes", "cache.mode='sometimes' is not an option"),
         # the forms of older versions: a cache preset, a gate that listed every scorer
         ("cache=off", "choose the mode with cache.mode=off"),
@@ -339,17 +347,24 @@ def test_injection_in_the_output_stays_fenced_data(scripted: ScriptedModel, tmp_
     ],
 )
 def test_config_mistakes_are_usage_errors_before_any_call(
-    override: str, message: str, judge_server: FakeLLMServer, tmp_path: Path
+    override: str, message: str, scripted: ScriptedModel, tmp_path: Path
 ) -> None:
-    result = run_cli([*judged(judge_server), override], cwd=tmp_path, env=KEY)
-    assert result.returncode == 2, result.stdout + result.stderr
-    assert message in result.stderr
-    assert judge_server.count() == 0
+    assert message in usage_error([*judged(scripted), override], tmp_path)
+    assert scripted.count() == 0
 
 
 @pytest.mark.slow
-def test_a_prompt_with_an_undefined_variable_fails_before_any_call(
+def test_a_config_mistake_on_the_command_line_exits_2_in_one_line(
     judge_server: FakeLLMServer, tmp_path: Path
+) -> None:
+    result = run_cli([*judged(judge_server), "model.foo=1"], cwd=tmp_path, env=KEY)
+    assert result.returncode == 2, result.stdout + result.stderr  # Hydra's own 1 would read "gate failed"
+    assert "Key 'foo' is not in struct" in result.stderr and "Traceback" not in result.stderr
+    assert judge_server.count() == 0
+
+
+def test_a_prompt_with_an_undefined_variable_fails_before_any_call(
+    scripted: ScriptedModel, tmp_path: Path
 ) -> None:
     from evalframe.paths import PROMPTS_DIR
 
@@ -358,11 +373,9 @@ def test_a_prompt_with_an_undefined_variable_fails_before_any_call(
     for f in (PROMPTS_DIR / "answer_similarity").glob("*.j2"):
         (mine / f.name).write_text(f.read_text())
     (mine / "analyze.j2").write_text("Compare {{ output_unitz }}")
-    result = run_cli(
-        [*judged(judge_server), f"scorers.answer_similarity.prompt_dir={mine}"], cwd=tmp_path, env=KEY
-    )
-    assert result.returncode == 2 and "'output_unitz' is undefined" in result.stderr
-    assert judge_server.count() == 0
+    error = usage_error([*judged(scripted), f"scorers.answer_similarity.prompt_dir={mine}"], tmp_path / "out")
+    assert "'output_unitz' is undefined" in error
+    assert scripted.count() == 0
 
 
 # --- secrets -------------------------------------------------------------------------------------------
@@ -398,7 +411,6 @@ def test_keys_tokens_and_passwords_never_reach_anything_written(
 # --- CI gate ---------------------------------------------------------------------------------------------
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(
     ("gate", "code"),
     [
@@ -408,10 +420,20 @@ def test_keys_tokens_and_passwords_never_reach_anything_written(
         (["+gate.min_pass_rate.answer_similarity=0.9", "gate.pass_threshold=0.5"], 1),
     ],
 )
-def test_gate_exit_codes(gate: list[str], code: int, judge_server: FakeLLMServer, tmp_path: Path) -> None:
+def test_gate_exit_codes(
+    gate: list[str], code: int, scripted: ScriptedModel, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, returned = pipeline.evaluate(compose([*judged(scripted, "dataset.limit=10"), *gate]), tmp_path)
+    assert returned == code
+    assert ("gate: passed" if code == 0 else "gate: FAILED (exit code 1)") in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_a_failed_gate_is_the_commands_exit_code_1(judge_server: FakeLLMServer, tmp_path: Path) -> None:
+    gate = ["+gate.min_score.answer_similarity=0.9"]
     result = run_cli([*judged(judge_server, "dataset.limit=10"), *gate], cwd=tmp_path, env=KEY)
-    assert result.returncode == code, result.stderr
-    assert ("gate: passed" if code == 0 else "gate: FAILED (exit code 1)") in result.stdout
+    assert result.returncode == 1, result.stderr
+    assert "gate: FAILED (exit code 1)" in result.stdout
 
 
 def test_unscored_share_below_the_limit_passes(scripted: ScriptedModel, tmp_path: Path) -> None:
