@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: setup run ui test check lint clean
+.PHONY: setup system-packages run ui test check lint clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -24,8 +24,18 @@ run: setup
 ui: setup
 	LITELLM_LOCAL_MODEL_COST_MAP=True $(VENV)/bin/mlflow ui --backend-store-uri sqlite:///mlflow.db
 
+# Debian packages the browser test (Chromium) and the team-tracking test (PostgreSQL) need. The build
+# installs them, saying so, and never the tests: a test whose package is missing fails naming this target.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+system-packages:
+	@if [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ] && ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; \
+	then echo "system packages: chromium, chromium-driver and postgresql are installed"; \
+	else echo "system packages: installing chromium chromium-driver postgresql with apt-get (for tests/test_ui.py and tests/test_postgres.py)"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends \
+	    chromium chromium-driver postgresql >/dev/null; fi
+
 # The test suite (CI calls this). pytest exits 5 when it collects nothing: that is a failure too.
-test: setup
+test: setup system-packages
 	$(PY) -m pytest -q; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests ran" >&2; exit 1; fi; exit $$rc
 
 # Daily work: the tests that run in process (the scripted judge, no subprocess, browser, PostgreSQL,

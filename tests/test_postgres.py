@@ -21,7 +21,7 @@ import pytest
 from tests.conftest import fake_model, run_cli, sweep_runs
 from tests.mlflow_server import free_port
 from tests.mlflow_server import mlflow_server as mlflow_server_on
-from tests.system_packages import ensure
+from tests.system_packages import require
 from tests.testserver import FakeLLMServer
 
 pytestmark = pytest.mark.slow
@@ -61,8 +61,8 @@ def _run(command: list[str], **kwargs: object) -> None:
 @pytest.fixture(scope="session")
 def postgres() -> Iterator[Postgres]:
     installed = _bin_dir()
-    # No version directory yet: name a path that cannot exist, so ensure() installs the package.
-    ensure(["postgresql"], [str(installed / "initdb") if installed else "/usr/lib/postgresql/none"])
+    # No version directory: name a path that cannot exist, so require() says how to install it.
+    require(["postgresql"], [str(installed / "initdb") if installed else "/usr/lib/postgresql/none"])
     bin_dir = _bin_dir()
     assert bin_dir is not None, "postgresql is installed but /usr/lib/postgresql/*/bin/initdb is not there"
     # Not under pytest's base temp: that is private to the current user, and the server may run as postgres.

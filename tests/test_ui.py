@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import fake_model, run_cli, sweep_runs
 from tests.mlflow_server import mlflow_server as mlflow_server_on
-from tests.system_packages import ensure
+from tests.system_packages import require
 from tests.testserver import FakeLLMServer
 
 pytestmark = pytest.mark.slow
@@ -27,7 +27,7 @@ WAIT = 90  # seconds for a page to render: two cores shared with the server and 
 
 @pytest.fixture(scope="session")
 def chromium() -> None:
-    ensure(["chromium", "chromium-driver"], [CHROMIUM, CHROMEDRIVER])
+    require(["chromium", "chromium-driver"], [CHROMIUM, CHROMEDRIVER])
 
 
 @pytest.fixture(scope="module")
