@@ -20,9 +20,9 @@ setup: $(STAMP)
 run: setup
 	$(PY) -m evalframe
 
-# Browse the runs. The variable keeps LiteLLM (loaded by MLflow) from fetching its price list offline.
+# Browse the runs: the MLflow UI on ./mlflow.db (or $$MLFLOW_TRACKING_URI) at http://127.0.0.1:5000
 ui: setup
-	LITELLM_LOCAL_MODEL_COST_MAP=True $(VENV)/bin/mlflow ui --backend-store-uri sqlite:///mlflow.db
+	$(PY) -m evalframe ui
 
 # Debian packages the browser test (Chromium) and the team-tracking test (PostgreSQL) need. The build
 # installs them, saying so, and never the tests: a test whose package is missing fails naming this target.

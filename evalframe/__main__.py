@@ -2,7 +2,8 @@
 
 - a run (`python -m evalframe ...`, `resume=...`), a sweep (`-m ...`): the pipeline;
 - `log_run=DIR`: log a run that finished while MLflow was unreachable;
-- `rescore run_id=ID ...`: re-score a logged run (evalframe.rescore).
+- `rescore run_id=ID ...`: re-score a logged run (evalframe.rescore);
+- `ui [port=N] [tracking.uri=...]`: the MLflow UI on the runs' store (evalframe.ui), without Hydra.
 
 Kept light so `--help` and `--cfg job` start fast: the pipeline (and litellm, mlflow, torch) is
 imported only when a job really runs.
@@ -121,7 +122,20 @@ def _subcommand(argv: list[str], scratch: str) -> list[str]:
         raise SystemExit(e.exit_code) from None
 
 
+def _ui(args: list[str]) -> int:
+    from evalframe import ui
+    from evalframe.errors import EvalframeError
+
+    try:
+        return ui.main(args)
+    except EvalframeError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return e.exit_code
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["ui"]:  # not a run: no run directory, no Hydra app
+        sys.exit(_ui(sys.argv[2:]))
     with tempfile.TemporaryDirectory(prefix="evalframe-") as scratch:  # a re-scored run's download
         sys.argv[1:] = _subcommand(sys.argv[1:], scratch)
         try:

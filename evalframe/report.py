@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -124,13 +125,19 @@ def best(found: Best | None, objective: Objective) -> None:
     console.print(f"  {objective.metric} = {found.value:.4f} ({objective.direction}{job})")
 
 
-def where_to_look(uri: str, experiment_id: str, run_id: str) -> None:
+def where_to_look(uri: str, shown_uri: str, experiment_id: str, run_id: str) -> None:
+    """One line: how to open the run. `shown_uri` is `uri` with any credentials blanked."""
+    page = f"#/experiments/{experiment_id}/runs/{run_id}"
     if uri.startswith(("http://", "https://")):
-        console.print(f"MLflow run {run_id}: {uri.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}")
+        console.print(f"View: {shown_uri.rstrip('/')}/{page}", soft_wrap=True, markup=False, highlight=False)
         return
+    # `evalframe ui` finds the store as a run does; name it only when a run given no tracking.uri would not.
+    store = (
+        "" if uri == os.environ.get("MLFLOW_TRACKING_URI", "sqlite:///mlflow.db") else f" tracking.uri={uri}"
+    )
     console.print(
-        f"MLflow run {run_id} logged to {uri}. To browse it (the variable keeps LiteLLM, which MLflow "
-        "loads, from fetching its price list, which hangs offline):\n"
-        f"  LITELLM_LOCAL_MODEL_COST_MAP=True mlflow ui --backend-store-uri {uri}\n"
-        f"  then open http://127.0.0.1:5000/#/experiments/{experiment_id}/runs/{run_id}"
+        f"View: evalframe ui{store}  ->  http://127.0.0.1:5000/{page}",
+        soft_wrap=True,
+        markup=False,
+        highlight=False,
     )

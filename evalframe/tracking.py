@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from typing import Any
 from evalframe import html_report, report, summary
 from evalframe.errors import EXIT_OK, EXIT_TRACKING, ConfigError
 from evalframe.jobs import Best
-from evalframe.redaction import redact, redact_overrides
+from evalframe.redaction import REDACTED, redact, redact_overrides
 from evalframe.results import ItemResult, Objective, RunResult
 
 # MLflow retries an unreachable server 7 times with doubling waits (minutes); fail within seconds instead:
@@ -269,6 +270,24 @@ def _client(uri: str) -> Any:
     return MlflowClient(tracking_uri=uri)
 
 
+def last_run(uri: str, experiment: str) -> tuple[str, str] | None:
+    """(experiment id, run id) of the newest run in `experiment`, or None when there is none yet."""
+    try:
+        client = _client(uri)
+    except ConfigError:  # no database yet: the UI starts on an empty store
+        return None
+    found = client.get_experiment_by_name(experiment)
+    if found is None:
+        return None
+    runs = client.search_runs([found.experiment_id], order_by=["attribute.start_time DESC"], max_results=1)
+    return (found.experiment_id, runs[0].info.run_id) if runs else None
+
+
+def display_uri(uri: str) -> str:
+    """A tracking URI fit to print: credentials in it (https://user:token@host) are blanked."""
+    return re.sub(r"(?<=://)[^/@]+@", f"{REDACTED}@", uri)
+
+
 def _get_run(client: Any, uri: str, run_id: str) -> Any:
     from mlflow.exceptions import MlflowException
 
@@ -435,5 +454,5 @@ def log(
         )
         return EXIT_TRACKING
     result.run_id = run_id
-    report.where_to_look(tracking["uri"], experiment_id, run_id)
+    report.where_to_look(tracking["uri"], display_uri(tracking["uri"]), experiment_id, run_id)
     return EXIT_OK

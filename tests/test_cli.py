@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -37,7 +38,9 @@ def test_answer_similarity_end_to_end_logs_everything_to_mlflow(
     )
     assert result.returncode == 0, result.stderr
     assert "answer_similarity" in result.stdout and "unscored" in result.stdout  # the summary table
-    assert "mlflow ui --backend-store-uri sqlite:///mlflow.db" in result.stdout
+    assert re.search(
+        r"^View: evalframe ui  ->  http://127.0.0.1:5000/#/experiments/\d+/runs/\w+$", result.stdout, re.M
+    )
     # One extraction per distinct text (outputs and ground truths; a text shared by rows is extracted
     # once), one analysis per non-empty output.
     rows = load_rows({"path": None})

@@ -1,0 +1,69 @@
+"""`evalframe ui`: the MLflow UI on the store a run logged to, as the line after a run says."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from evalframe import ui
+from evalframe.errors import ConfigError
+from tests.conftest import _LEAKY, run_cli
+from tests.mlflow_server import free_port
+
+
+def test_a_bad_port_is_a_usage_error() -> None:
+    with pytest.raises(ConfigError, match="port=abc: give a TCP port number"):
+        ui.main(["port=abc"])
+
+
+def test_a_tracking_server_is_named_not_started(capsys: pytest.CaptureFixture[str]) -> None:
+    assert ui.main(["tracking.uri=https://alice:s3cr3t-pass@mlflow.example:5000"]) == 0
+    out = capsys.readouterr().out
+    assert "runs are on the MLflow server https://***@mlflow.example:5000" in out
+    assert "s3cr3t-pass" not in out
+
+
+@pytest.mark.slow
+def test_ui_serves_the_run_the_last_line_of_a_run_points_at(tmp_path: Path) -> None:
+    done = run_cli(["scorer=exact_match"], cwd=tmp_path)  # no model: logs to ./mlflow.db in seconds
+    assert done.returncode == 0, done.stderr
+    [view] = re.findall(
+        r"^View: evalframe ui  ->  http://127.0.0.1:5000/(#/experiments/\d+/runs/(\w+))$", done.stdout, re.M
+    )
+    page, run_id = view
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k not in _LEAKY}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "evalframe", "ui", f"port={port}"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        first = server.stdout.readline()
+        assert f"at http://127.0.0.1:{port} (last run: http://127.0.0.1:{port}/{page})" in first
+        deadline = time.monotonic() + 120
+        while True:  # the UI answers for the same store: the run is there
+            try:
+                url = f"http://127.0.0.1:{port}/api/2.0/mlflow/runs/get?run_id={run_id}"
+                with urllib.request.urlopen(url, timeout=5) as reply:
+                    assert json.load(reply)["run"]["info"]["run_id"] == run_id
+                break
+            except OSError:
+                assert server.poll() is None, "evalframe ui exited"
+                assert time.monotonic() < deadline, "evalframe ui did not answer within 120 s"
+                time.sleep(0.5)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
