@@ -32,7 +32,7 @@ def log_saved_run(directory: Path, config: dict[str, Any]) -> int:
     from evalframe.agreement import with_agreement
     from evalframe.errors import ConfigError
     from evalframe.journal import MANIFEST, Journal, read_items
-    from evalframe.results import RunResult
+    from evalframe.results import RunResult, Verdict
 
     journal = Journal(directory)
     manifest = journal.manifest
@@ -48,6 +48,9 @@ def log_saved_run(directory: Path, config: dict[str, Any]) -> int:
     result = RunResult(items=items, scorers=list(saved["scorers"]), keep=pipeline.keep_items(saved))
     with_agreement(result, saved)
     result.objective = objective.from_json(manifest.get("objective"))
+    if gate := manifest.get("gate"):  # the verdict the run reached, recorded again in MLflow
+        result.verdict = Verdict(int(gate["exit_code"]), tuple(gate["failed"]))
+    result.facts = dict(manifest.get("about") or {})
     print(f"logging {len(items)} items from {journal.path}", file=sys.stderr)
     return tracking.log(result, saved, journal.path, manifest.get("overrides"))
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalframe.errors import EXIT_GATE_FAILED, EXIT_OK, EXIT_UNSCORED, ConfigError
-from evalframe.results import RunResult
+from evalframe.results import RunResult, Verdict
 
 
 @dataclass(frozen=True)
@@ -69,3 +69,11 @@ def evaluate(result: RunResult, gate: Mapping[str, Any], max_unscored_rate: floa
             Check(name, f"pass rate (score >= {threshold:g})", f">= {minimum:g}", rate, rate >= minimum)
         )
     return (EXIT_OK if all(c.passed for c in checks) else EXIT_GATE_FAILED), checks
+
+
+def verdict(code: int, checks: list[Check]) -> Verdict:
+    """What the run records of its gate (MLflow tag, run.json, report.html): the failed checks in words."""
+    failed = tuple(
+        f"{c.scorer} {c.what} {c.actual:.4g} (required {c.required})" for c in checks if not c.passed
+    )
+    return Verdict(code, failed)

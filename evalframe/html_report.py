@@ -45,6 +45,7 @@ th{background:#f2f4f8;position:sticky;top:0}
 td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 td.text{max-width:380px;white-space:pre-wrap;word-break:break-word}
 .unscored{color:#b42318;font-weight:600}.err{color:#b42318;font-size:12px}
+.gate{font-size:15px;margin:6px 0}.gate.passed b{color:#067647}.gate.failed b{color:#b42318}
 .note{background:#fff7e6;border:1px solid #f5c26b;padding:6px 10px;font-size:13px;display:inline-block}
 .plots img{max-width:520px;margin:4px 12px 4px 0;border:1px solid #e4e7ee}
 summary{cursor:pointer;color:#2f5bd3}
@@ -222,8 +223,22 @@ def run_report(result: RunResult, title: str, max_items: int = MAX_TABLE_ITEMS) 
         f'<h2>Score distributions</h2><div class="plots">{images}</div>',
         _items(result, max_items),
     ]
-    meta = f"{len(result.items)} items; scorers: {escape(', '.join(result.scorers))}"
-    return Report(_page(title, meta, sections), plots)
+    return Report(_page(title, _about(result), sections), plots)
+
+
+def _about(result: RunResult) -> str:
+    """The page's header: the gate's verdict first, then what was run, so a saved report stands alone."""
+    facts = {"scorers": ", ".join(result.scorers), "items": str(result.count), **result.facts}
+    header = "; ".join(f"{key}: {escape(value)}" for key, value in facts.items())
+    verdict = result.verdict
+    if verdict is None:
+        return header
+    failed = "".join(f"<li>{escape(line)}</li>" for line in verdict.failed)
+    return (
+        f'<p class="gate {verdict.word}">gate: <b>{verdict.word}</b> (exit code {verdict.code})</p>'
+        + (f"<ul>{failed}</ul>" if failed else "")
+        + header
+    )
 
 
 def write_run_report(

@@ -15,7 +15,7 @@ from typing import Any, TextIO
 
 from evalframe.errors import ConfigError
 from evalframe.redaction import redact, redact_overrides
-from evalframe.results import ItemResult, Objective, ScoreResult, StepResult, Usage, to_jsonable
+from evalframe.results import ItemResult, Objective, ScoreResult, StepResult, Usage, Verdict, to_jsonable
 
 RESULTS = "results.jsonl"
 MANIFEST = "run.json"
@@ -109,15 +109,28 @@ class Journal:
         assert self._file is not None, "start() the journal first"
         self._file.write(json.dumps(to_jsonable(item), ensure_ascii=False) + "\n")
 
-    def finish(self, means: dict[str, float] | None = None, objective: Objective | None = None) -> None:
+    def finish(
+        self,
+        means: dict[str, float] | None = None,
+        objective: Objective | None = None,
+        verdict: Verdict | None = None,
+        facts: dict[str, str] | None = None,
+    ) -> None:
         """Mark the run finished; `means` per scorer and the objective ({"metric", "value", "direction"})
-        feed the table printed at the end of a sweep, and the sweep's charts."""
+        feed the table printed at the end of a sweep, and the sweep's charts; the gate's verdict and
+        what was run (dataset, judges, date, version) say what happened."""
         if self._file:
             self._file.close()
             self._file = None
-        record = {**self.manifest, "status": "finished", "means": means or {}}
+        record = {**self.manifest, "status": "finished", "means": means or {}, "about": facts or {}}
         if objective is not None:
             record["objective"] = objective.to_json()
+        if verdict is not None:
+            record["gate"] = {
+                "verdict": verdict.word,
+                "exit_code": verdict.code,
+                "failed": list(verdict.failed),
+            }
         self._write_manifest(record)
 
     def close(self) -> None:

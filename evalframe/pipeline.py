@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 from evalframe import data, gate, html_report, report, tracking
 from evalframe import objective as objectives
+from evalframe import summary as summaries
 from evalframe.agreement import with_agreement
 from evalframe.cache import Cache
 from evalframe.context import Context
@@ -225,10 +226,12 @@ def evaluate(
         raise SystemExit(EXIT_INTERRUPTED) from None
     result.stats = ctx.stats
     aggregate(result, config, objective)
-    journal.finish(result.means, result.objective)
+    # The verdict comes before anything is written, so run.json, report.html and MLflow all record it.
+    code, checks = gate.evaluate(result, gate_cfg, float(config.get("max_unscored_rate", 0.1)))
+    result.verdict, result.facts = gate.verdict(code, checks), summaries.facts(config, result)
+    journal.finish(result.means, result.objective, result.verdict, result.facts)
     report.summary(Summary.of(result), journal.path)
     html_report.write_run_report(result, journal.directory, tracking.run_name(config))
-    code, checks = gate.evaluate(result, gate_cfg, float(config.get("max_unscored_rate", 0.1)))
     report.gate(code, checks)
     logged = tracking.log(result, config, journal.path, overrides, annotate(result) if annotate else None)
     return result, code or logged

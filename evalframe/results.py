@@ -166,6 +166,18 @@ class ScorerSummary:
         )
 
 
+@dataclass(frozen=True)
+class Verdict:
+    """The gate's verdict on a finished run: the exit code it gives and its failed checks, a line each."""
+
+    code: int
+    failed: tuple[str, ...] = ()
+
+    @property
+    def word(self) -> str:
+        return "passed" if self.code == 0 else "failed"
+
+
 @dataclass
 class RunResult:
     """A run's results. Aggregates (scores per scorer, human scores, cost, usage) cover every item and
@@ -179,6 +191,8 @@ class RunResult:
     run_id: str | None = None  # the MLflow run it was logged to, if it was
     keep: int | None = None
     stats: Stats = field(default_factory=Stats)  # the run's model calls, cache hits and cost
+    verdict: Verdict | None = None  # the gate's, once the run is scored
+    facts: dict[str, str] = field(default_factory=dict)  # what was run: dataset, judges, date, version
     count: int = field(default=0, init=False)  # items in the run, kept or not
     scores: dict[str, array[float]] = field(default_factory=dict, init=False)  # NaN: unscored
     human: array[float] = field(default_factory=lambda: array("d"), init=False)  # NaN: none

@@ -5,7 +5,9 @@ this one number formatter, so they never disagree on a figure or on how it is wr
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
 from typing import Any
 
 from evalframe.agreement import METRICS as AGREEMENT
@@ -103,3 +105,29 @@ def reasons(result: RunResult, items: list[Any] | None = None) -> str:
             lines.append(f"- **{name}** {f'{r.score:.2f}' if r.scored else 'unscored'}: {r.reason}")
         lines.append("")
     return "\n".join(lines)
+
+
+def judges(config: Mapping[str, Any]) -> str:
+    """The judge models of a run's scorers, comma-separated ("none" for scorers that call no model)."""
+    scorers = config.get("scorers") or {}
+    names = sorted(
+        {str(s["model"].get("name")) for s in scorers.values() if isinstance(s, Mapping) and s.get("model")}
+    )
+    return ",".join(names) or "none"
+
+
+def facts(config: Mapping[str, Any], result: RunResult) -> dict[str, str]:
+    """What was run, for the top of report.html and run.json: no one should have to guess later."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        evalframe = version("evalframe")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        evalframe = "unknown"
+    return {
+        "dataset": str(config["dataset"].get("name")),
+        "judges": judges(config),
+        "items": str(result.count),
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "evalframe": evalframe,
+    }

@@ -423,13 +423,16 @@ def log(
     tracking = config.get("tracking") or {}
     if not tracking.get("enabled"):
         return EXIT_OK
-    scorers = config.get("scorers") or {}
-    judges = sorted({str(s.get("model", {}).get("name")) for s in scorers.values() if s.get("model")})
     command = json.dumps(redact_overrides(overrides)) if overrides is not None else ""
+    verdict = result.verdict
     tags = {
         "evalframe.dataset": str(config["dataset"].get("name")),
-        "evalframe.scorers": ",".join(scorers),
-        "evalframe.model": ",".join(judges) or "none",
+        "evalframe.scorers": ",".join(config.get("scorers") or {}),
+        "evalframe.model": summary.judges(config),
+        # The gate's verdict, so a failed run is findable in MLflow (a run that failed its gate still
+        # finished: MLflow's own status says nothing of it).
+        **({"evalframe.gate": verdict.word, "evalframe.exit_code": str(verdict.code)} if verdict else {}),
+        **({"evalframe.gate.failed": "; ".join(verdict.failed)[:5000]} if verdict and verdict.failed else {}),
         # MLflow refuses tags over 8,000 characters: such a run logs, and rescore says why it cannot.
         **({OVERRIDES_TAG: command} if 0 < len(command) <= 8000 else {}),
         **(extra_tags or {}),

@@ -3,6 +3,7 @@ as a subprocess against the fake judge server where the command itself (signals,
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import signal
@@ -426,6 +427,40 @@ def test_gate_exit_codes(
     _, returned = pipeline.evaluate(compose([*judged(scripted, "dataset.limit=10"), *gate]), tmp_path)
     assert returned == code
     assert ("gate: passed" if code == 0 else "gate: FAILED (exit code 1)") in capsys.readouterr().out
+
+
+def test_the_gate_verdict_is_recorded_in_run_json_report_and_mlflow(
+    scripted: ScriptedModel, tmp_path: Path
+) -> None:
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    config = compose(
+        [
+            *judged(scripted, "dataset.limit=10"),
+            "tracking=mlflow",
+            f"tracking.uri={uri}",
+            "tracking.traces=false",
+            "+gate.min_score.answer_similarity=0.9",
+        ]
+    )
+    result, code = pipeline.evaluate(config, tmp_path / "run")
+    assert code == 1
+    mean = result.summaries["answer_similarity"].mean
+    failed = f"answer_similarity mean score {mean:.4g} (required >= 0.9)"
+    manifest = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert manifest["gate"] == {"verdict": "failed", "exit_code": 1, "failed": [failed]}
+    assert manifest["about"]["judges"] == "scripted/judge" and manifest["about"]["items"] == "10"
+    page = (tmp_path / "run" / "report.html").read_text()
+    header = page[page.index('<div class="meta">') : page.index("<h2>")]
+    assert "gate: <b>failed</b> (exit code 1)" in header and html.escape(failed) in header
+    for fact in ("dataset: sample", "judges: scripted/judge", "items: 10", "date: 20", "evalframe: "):
+        assert fact in header, fact
+    [run] = MlflowClient(uri).search_runs(
+        [MlflowClient(uri).get_experiment_by_name("evalframe").experiment_id],  # type: ignore[union-attr]
+        filter_string="tags.`evalframe.gate` = 'failed'",  # a failed run is findable
+    )
+    assert run.data.tags["evalframe.exit_code"] == "1" and run.data.tags["evalframe.gate.failed"] == failed
 
 
 @pytest.mark.slow
