@@ -31,7 +31,7 @@ def log_saved_run(directory: Path, config: dict[str, Any]) -> int:
     from evalframe import objective, pipeline, tracking
     from evalframe.agreement import with_agreement
     from evalframe.errors import ConfigError
-    from evalframe.journal import MANIFEST, Journal, read_items
+    from evalframe.journal import LOGGED, MANIFEST, Journal, read_items
     from evalframe.results import RunResult, Verdict
 
     journal = Journal(directory)
@@ -41,6 +41,13 @@ def log_saved_run(directory: Path, config: dict[str, Any]) -> int:
             f"log_run={directory}: no finished run there "
             f"({MANIFEST} says {manifest.get('status', 'nothing')}); resume it first with resume=PATH"
         )
+    if manifest.get(LOGGED) and not config.get("log_run_again"):
+        print(
+            f"{directory} is already logged to MLflow as run {manifest[LOGGED]}: nothing logged "
+            "(log_run_again=true logs it again, as a new run)",
+            file=sys.stderr,
+        )
+        return 0
     saved = manifest["config"]
     # Log where the current command says (tracking.uri=...), with the run's own config otherwise.
     saved["tracking"] = {**saved.get("tracking", {}), **config.get("tracking", {}), "enabled": True}
@@ -52,7 +59,10 @@ def log_saved_run(directory: Path, config: dict[str, Any]) -> int:
         result.verdict = Verdict(int(gate["exit_code"]), tuple(gate["failed"]))
     result.facts = dict(manifest.get("about") or {})
     print(f"logging {len(items)} items from {journal.path}", file=sys.stderr)
-    return tracking.log(result, saved, journal.path, manifest.get("overrides"))
+    code = tracking.log(result, saved, journal.path, manifest.get("overrides"))
+    if result.run_id:
+        journal.logged(result.run_id)
+    return code
 
 
 def run(cfg: DictConfig) -> tuple[int, float]:
@@ -64,7 +74,7 @@ def run(cfg: DictConfig) -> tuple[int, float]:
 
     from evalframe import config as configs
     from evalframe import pipeline, redaction, report
-    from evalframe.errors import EvalframeError
+    from evalframe.errors import EXIT_USAGE, EvalframeError
     from evalframe.journal import resume_dir
     from evalframe.results import Objective
     from evalframe.sweep import require_multirun
@@ -96,7 +106,31 @@ def run(cfg: DictConfig) -> tuple[int, float]:
         return code, (result.objective or failed).returned()
     except EvalframeError as e:
         print(f"error: {e}", file=sys.stderr)
+        if e.exit_code == EXIT_USAGE:
+            discard_unused(output_dir, hydra_files)
         return e.exit_code, failed.worst
+
+
+def discard_unused(output_dir: Path, hydra_files: Path) -> None:
+    """A run stopped by a usage error before any work leaves no directory behind: Hydra made it and
+    put only its .hydra/ there. Its parents (outputs/DATE, outputs) go too once empty; never the
+    working directory or anything above it."""
+    import shutil
+
+    here = Path.cwd().resolve()
+    output_dir = output_dir.resolve()
+    if here not in output_dir.parents or not output_dir.is_dir():
+        return
+    if any(p != hydra_files.resolve() for p in output_dir.iterdir()):
+        return  # the run wrote something (results, run.json): keep it
+    shutil.rmtree(output_dir, ignore_errors=True)
+    for parent in output_dir.parents:
+        if parent == here:
+            break
+        try:
+            parent.rmdir()  # only when empty
+        except OSError:
+            break
 
 
 @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")

@@ -18,6 +18,7 @@ from evalframe.redaction import redact, redact_overrides
 from evalframe.results import ItemResult, Objective, ScoreResult, StepResult, Usage, Verdict, to_jsonable
 
 RESULTS = "results.jsonl"
+LOGGED = "mlflow_run_id"  # in run.json once the run is in MLflow
 MANIFEST = "run.json"
 # Keys that do not change what a run computes: a run may be resumed or re-logged with other values.
 _NOT_FINGERPRINTED = (
@@ -132,6 +133,10 @@ class Journal:
                 "failed": list(verdict.failed),
             }
         self._write_manifest(record)
+
+    def logged(self, run_id: str) -> None:
+        """Note the MLflow run the results went to: `log_run=DIR` does not log them twice."""
+        self._write_manifest({**self.manifest, LOGGED: run_id})
 
     def close(self) -> None:
         if self._file:

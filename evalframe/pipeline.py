@@ -234,6 +234,8 @@ def evaluate(
     html_report.write_run_report(result, journal.directory, tracking.run_name(config))
     report.gate(code, checks)
     logged = tracking.log(result, config, journal.path, overrides, annotate(result) if annotate else None)
+    if result.run_id:
+        journal.logged(result.run_id)
     return result, code or logged
 
 

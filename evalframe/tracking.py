@@ -407,7 +407,10 @@ def run_name(config: Mapping[str, Any]) -> str:
     tracking = config.get("tracking") or {}
     if tracking.get("run_name"):
         return str(tracking["run_name"])
-    name = f"{config['dataset'].get('name', 'dataset')}-{'+'.join(config['scorers'])}"
+    dataset = str(config["dataset"].get("name", "dataset"))
+    if "/" in dataset or dataset.endswith((".jsonl", ".csv")):  # a file of yours: its name, not its path
+        dataset = Path(dataset).stem
+    name = f"{dataset}-{'+'.join(config['scorers'])}"
     return f"{name} {job_label()}".strip()  # a sweep's jobs are told apart by their swept values
 
 

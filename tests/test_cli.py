@@ -113,6 +113,7 @@ def test_missing_key_exits_2_before_any_work(tmp_path: Path, judge_server: FakeL
     assert "OPENAI_API_KEY is not set" in message
     assert "model=claude" in message and "model=ollama" in message and "model.api_base=" in message
     assert not (tmp_path / "mlflow.db").exists()
+    assert not (tmp_path / "outputs").exists()  # Hydra made a run directory; nothing ran, so it is gone
     assert judge_server.count() == 0
 
 
@@ -128,6 +129,8 @@ def test_missing_key_names_each_providers_variable(tmp_path: Path, option: str, 
 def test_default_job_runs_offline_with_local_embeddings(tmp_path: Path) -> None:
     result = run_cli([], cwd=tmp_path, env={"HF_HUB_OFFLINE": "1"})
     assert result.returncode == 0, result.stderr
+    [run_dir] = (tmp_path / "outputs").glob("*/*")
+    assert not [p for p in run_dir.rglob("*.log")]  # no empty evalframe.log: Hydra logs to the console only
     assert "semantic_similarity" in result.stdout
     _, run = _mlflow_run(tmp_path / "mlflow.db")
     metrics = run.data.metrics  # type: ignore[attr-defined]

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from evalframe import pipeline
+from evalframe import pipeline, tracking
 from evalframe.paths import CONF_DIR, PROMPTS_DIR, SAMPLE_DATASET
 from evalframe.results import RunResult
 from tests.conftest import Judge, compose, fake_model
@@ -263,3 +263,17 @@ def test_tracking_mlflow_logs_to_the_configured_uri(scripted: ScriptedModel, tmp
     [logged] = client.search_runs([experiment.experiment_id])
     assert logged.data.metrics["answer_similarity/scored"] == 2
     assert logged.info.run_name == "sample-answer_similarity"
+
+
+@pytest.mark.parametrize(
+    ("dataset", "name"),
+    [
+        ("/home/you/data/qa.jsonl", "qa"),
+        ("data/qa.csv", "qa"),
+        ("sample", "sample"),
+        ("sas_squad", "sas_squad"),
+    ],
+)
+def test_a_run_on_your_file_is_named_after_its_stem(dataset: str, name: str) -> None:
+    config = {"dataset": {"name": dataset}, "scorers": {"exact_match": {}, "token_f1": {}}, "tracking": {}}
+    assert tracking.run_name(config) == f"{name}-exact_match+token_f1"

@@ -272,6 +272,13 @@ def test_mlflow_unreachable_keeps_results_and_log_run_logs_them_later(
     assert logged.data.metrics["answer_similarity/scored"] == 5
     assert logged.data.params["model.api_base"] == judge_server.openai_base
 
+    again = run_cli([f"log_run={saved.parent}", f"tracking.uri=sqlite:///{db}"], cwd=tmp_path, env=KEY)
+    assert again.returncode == 0 and f"already logged to MLflow as run {logged.info.run_id}" in again.stderr
+    assert len(client.search_runs([experiment.experiment_id])) == 1  # not twice
+    forced = [f"log_run={saved.parent}", f"tracking.uri=sqlite:///{db}", "log_run_again=true"]
+    assert run_cli(forced, cwd=tmp_path, env=KEY).returncode == 0
+    assert len(client.search_runs([experiment.experiment_id])) == 2
+
 
 # --- bad input, found before any model call ---------------------------------------------------------------
 
