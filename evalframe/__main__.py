@@ -79,8 +79,8 @@ def run(cfg: DictConfig) -> tuple[int, float]:
     from evalframe.results import Objective
     from evalframe.sweep import require_multirun
 
-    report.quiet_libraries()
     hydra_cfg = HydraConfig.get()
+    report.quiet_libraries(bool(hydra_cfg.verbose))
     direction = "minimize" if OmegaConf.select(cfg, "objective.direction") == "minimize" else "maximize"
     failed = Objective("none", direction)
     output_dir = Path(hydra_cfg.runtime.output_dir)

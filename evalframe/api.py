@@ -249,6 +249,7 @@ class _Prepared:
     output_dir: Path
     resume_from: Path | None
     overrides: list[str]
+    verbose: bool
 
 
 def _prepare(
@@ -258,6 +259,7 @@ def _prepare(
     *,
     output_dir: str | Path | None,
     resume: bool | str | Path | None,
+    verbose: bool,
     **settings: Any,
 ) -> _Prepared:
     """Everything that can go wrong, found here, before any call: the config, the rows, the target."""
@@ -295,7 +297,7 @@ def _prepare(
     run_dir = Path(output_dir) if output_dir is not None else _fresh_dir(outputs)
     resume_from = journal.resume_dir(resume, outputs, config) if resume else None
     given = Given(target=built_target, scorers=objects, rows=rows, source=source)
-    return _Prepared(config, given, run_dir, resume_from, overrides)
+    return _Prepared(config, given, run_dir, resume_from, overrides, verbose)
 
 
 def _config(
@@ -390,9 +392,10 @@ def _run(prepared: _Prepared) -> Evaluation:
 
     report.quiet_libraries()
     try:
-        result, code = pipeline.evaluate(
-            prepared.config, prepared.output_dir, prepared.resume_from, prepared.overrides, prepared.given
-        )
+        with report.silenced(not prepared.verbose):  # code prints what it wants: str(result), .summary()
+            result, code = pipeline.evaluate(
+                prepared.config, prepared.output_dir, prepared.resume_from, prepared.overrides, prepared.given
+            )
     except SystemExit as e:
         if e.code == EXIT_INTERRUPTED:  # the CLI's Ctrl-C exit; in code it is what it was
             raise KeyboardInterrupt from None
@@ -419,6 +422,7 @@ def evaluate(
     reason: str | None = None,
     resume: bool | str | Path | None = None,
     overrides: Sequence[str] = (),
+    verbose: bool = False,
 ) -> Evaluation:
     """Evaluate `target` on `data` with `scorers`; the same run as `python -m evalframe ...`.
 
@@ -436,6 +440,7 @@ def evaluate(
     output_dir: where results.jsonl and run.json go (default outputs/DATE/TIME, as the CLI).
     resume: a run directory (or True: the newest unfinished run like this one under outputs/) to finish.
     overrides: any other CLI override, e.g. ["max_unscored_rate=0.2", "scorers.answer_similarity.scale=10"].
+    verbose: print the progress bar and summary as the CLI does (default: print nothing; `print(result)`).
 
     Works where an event loop is already running (Jupyter, async tests): the run then goes to a worker
     thread. In async code, `await evaluate_async(...)` keeps your loop free and runs an async target on it.
@@ -481,6 +486,7 @@ async def evaluate_async(
     reason: str | None = None,
     resume: bool | str | Path | None = None,
     overrides: Sequence[str] = (),
+    verbose: bool = False,
 ) -> Evaluation:
     """`evaluate` for async code (same arguments): the run works on a worker thread while your loop
     stays free, and an async target function runs on your loop, where its clients and pools live."""

@@ -230,12 +230,17 @@ def evaluate(
     code, checks = gate.evaluate(result, gate_cfg, float(config.get("max_unscored_rate", 0.1)))
     result.verdict, result.facts = gate.verdict(code, checks), summaries.facts(config, result)
     journal.finish(result.means, result.objective, result.verdict, result.facts)
-    report.summary(Summary.of(result), journal.path)
+    job = tracking.sweep_job()
+    if job is None:  # a sweep's job says one line; its table is in its report and MLflow run
+        report.summary(Summary.of(result), journal.path)
     html_report.write_run_report(result, journal.directory, tracking.run_name(config))
-    report.gate(code, checks)
+    if job is None:
+        report.gate(code, checks)
     logged = tracking.log(result, config, journal.path, overrides, annotate(result) if annotate else None)
     if result.run_id:
         journal.logged(result.run_id)
+    if job is not None:
+        report.job(job, tracking.job_label(), result.objective, code or logged)
     return result, code or logged
 
 

@@ -19,15 +19,40 @@ from evalframe.jobs import Best, Job
 from evalframe.results import Objective, Stats
 from evalframe.summary import AGREEMENT, COLUMNS, Summary, fmt
 
+# Libraries whose INFO and WARNING lines (model loading, DB migrations, font caches, HTTP retries that
+# end well) hide our output; their errors still show, and hydra.verbose=true shows everything.
+_CHATTY = (
+    "sentence_transformers",
+    "mlflow",
+    "LiteLLM",
+    "litellm",
+    "httpx",
+    "alembic",
+    "transformers",
+    "matplotlib",
+    "urllib3",
+    "hydra",
+)
 
-def quiet_libraries() -> None:
-    """Hydra logs at INFO; the libraries' INFO chatter (model loading, DB migrations) hides our output."""
-    for name in ("sentence_transformers", "mlflow", "LiteLLM", "litellm", "httpx", "alembic", "transformers"):
-        logging.getLogger(name).setLevel(logging.WARNING)
+
+def quiet_libraries(verbose: bool = False) -> None:
+    for name in _CHATTY:
+        logging.getLogger(name).setLevel(logging.DEBUG if verbose else logging.ERROR)
 
 
 # Outside a terminal (CI logs, pipes) rich would wrap at 80 columns and cut scorer names.
 console = Console(width=None if Console().is_terminal else 120)
+
+
+@contextmanager
+def silenced(quiet: bool = True) -> Iterator[None]:
+    """Nothing on the console while inside (the Python API prints only when asked)."""
+    before = console.quiet
+    console.quiet = quiet or before
+    try:
+        yield
+    finally:
+        console.quiet = before
 
 
 @contextmanager
@@ -70,6 +95,13 @@ def summary(s: Summary, saved: Path) -> None:
     if s.agreement:
         console.print(_table("agreement with the human scores", ("scorer", *AGREEMENT), s.agreement_rows()))
     console.print(f"{s.totals()}; results: {saved}")
+
+
+def job(number: int, values: str, objective: Objective | None, code: int) -> None:
+    """A sweep job's one line: its table is in its report.html and MLflow run, the sweep's at the end."""
+    measured = f"{objective.metric} {fmt(objective.value)}" if objective else "no objective"
+    verdict = "" if code == 0 else "  [red]FAILED[/red]"
+    console.print(f"job {number}: {escape(values) or '(no swept values)'}  {measured}  exit {code}{verdict}")
 
 
 def gate(code: int, checks: list[Check]) -> None:
@@ -125,19 +157,14 @@ def best(found: Best | None, objective: Objective) -> None:
     console.print(f"  {objective.metric} = {found.value:.4f} ({objective.direction}{job})")
 
 
-def where_to_look(uri: str, shown_uri: str, experiment_id: str, run_id: str) -> None:
+def where_to_look(uri: str, shown_uri: str, experiment_id: str, run_id: str, what: str = "View") -> None:
     """One line: how to open the run. `shown_uri` is `uri` with any credentials blanked."""
     page = f"#/experiments/{experiment_id}/runs/{run_id}"
     if uri.startswith(("http://", "https://")):
-        console.print(f"View: {shown_uri.rstrip('/')}/{page}", soft_wrap=True, markup=False, highlight=False)
-        return
-    # `evalframe ui` finds the store as a run does; name it only when a run given no tracking.uri would not.
-    store = (
-        "" if uri == os.environ.get("MLFLOW_TRACKING_URI", "sqlite:///mlflow.db") else f" tracking.uri={uri}"
-    )
-    console.print(
-        f"View: evalframe ui{store}  ->  http://127.0.0.1:5000/{page}",
-        soft_wrap=True,
-        markup=False,
-        highlight=False,
-    )
+        line = f"{what}: {shown_uri.rstrip('/')}/{page}"
+    else:
+        # `evalframe ui` finds the store as a run does: name it only when a run given none would not.
+        default = os.environ.get("MLFLOW_TRACKING_URI", "sqlite:///mlflow.db")
+        store = "" if uri == default else f" tracking.uri={uri}"
+        line = f"{what}: evalframe ui{store}  ->  http://127.0.0.1:5000/{page}"
+    console.print(line, soft_wrap=True, markup=False, highlight=False)

@@ -106,6 +106,8 @@ class SweepCallback(Callback):
         report.sweep(jobs, swept, objective)
         report.best(best, objective)
         written = html_report.write_sweep_report(sweep_dir, jobs, objective, swept)
+        if written:  # written[0] is sweep.html, the plots follow
+            report.console.print(f"sweep report: {written[0]}", soft_wrap=True, markup=False, highlight=False)
         os.environ.pop(tracking.SWEPT, None)
         tracking.end_parent(
             str(OmegaConf.select(config, "tracking.uri")), best, objective, sweep_dir, written

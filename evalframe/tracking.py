@@ -357,7 +357,8 @@ def start_parent(uri: str, experiment: str, name: str, overrides: list[str]) -> 
 
 def end_parent(uri: str, best: Best | None, objective: Objective, base: Path, files: list[Path]) -> None:
     """Close the sweep's parent run, if one is open: tagged with the best job's values and objective,
-    with the sweep's report. A tracking outage here must not fail a finished sweep: its files are on disk."""
+    with the sweep's report, and say where it is. A tracking outage here must not fail a finished sweep:
+    its files are on disk."""
     import time
 
     from mlflow.entities import Metric, RunTag
@@ -389,6 +390,8 @@ def end_parent(uri: str, best: Best | None, objective: Objective, base: Path, fi
         tags=[RunTag(k, str(v)) for k, v in tags.items()],
     )
     client.set_terminated(run_id)
+    experiment_id = client.get_run(run_id).info.experiment_id
+    report.where_to_look(uri, display_uri(uri), experiment_id, run_id, what="View the sweep")
 
 
 def job_label() -> str:
@@ -401,6 +404,15 @@ def job_label() -> str:
         return ""
     values = dict(o.lstrip("+~").split("=", 1) for o in HydraConfig.get().overrides.task if "=" in o)
     return " ".join(f"{k}={values[k]}" for k in keys if k in values)
+
+
+def sweep_job() -> int | None:
+    """The job's number when this run is a job of a sweep (`-m`), else None."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if SWEPT not in os.environ or not HydraConfig.initialized():
+        return None
+    return int(HydraConfig.get().job.num)
 
 
 def run_name(config: Mapping[str, Any]) -> str:
@@ -460,5 +472,6 @@ def log(
         )
         return EXIT_TRACKING
     result.run_id = run_id
-    report.where_to_look(tracking["uri"], display_uri(tracking["uri"]), experiment_id, run_id)
+    if sweep_job() is None:  # a sweep says where its parent run is, once, at the end
+        report.where_to_look(tracking["uri"], display_uri(tracking["uri"]), experiment_id, run_id)
     return EXIT_OK

@@ -94,6 +94,16 @@ def test_list_of_dicts_and_a_function(tmp_path: Path) -> None:
         result.mean("answer_similarity")
 
 
+def test_the_api_prints_nothing_unless_asked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    result = evaluate(ROWS, "exact_match", target=capital, output_dir=tmp_path / "quiet")
+    assert capsys.readouterr().out == ""
+    print(result)  # the summary, once
+    assert capsys.readouterr().out.count("exact_match") == 1
+    evaluate(ROWS, "exact_match", target=capital, output_dir=tmp_path / "loud", verbose=True)
+    out = capsys.readouterr().out
+    assert "evalframe: 4 items" in out and "exact_match" in out
+
+
 def test_dataframe_with_a_column_mapping(tmp_path: Path) -> None:
     frame = pd.DataFrame(
         {

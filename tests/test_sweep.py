@@ -58,8 +58,19 @@ def test_the_grid_preset_runs_its_combinations_as_child_runs_ranked_by_the_objec
     )
     assert result.returncode == 0, result.stderr
     assert "sweep: 4 jobs, best first by answer_similarity/mean (maximize)" in result.stdout
+    # A quiet console: a line per job, the ranked table, the best values, where the report and the
+    # parent run are; no per-job tables or hints, no Hydra launch lines (with escaped URLs), no INFO.
+    lines = result.stdout.splitlines()
+    assert len([line for line in lines if re.match(r"job \d: penalties\.", line)]) == 4
+    assert len(lines) <= 4 + 11 + 2 + 2, result.stdout
+    assert "[HYDRA]" not in result.stdout + result.stderr and "\\:" not in result.stdout
+    assert "INFO" not in result.stdout + result.stderr and "WARNING" not in result.stdout + result.stderr
+    [report] = [line.removeprefix("sweep report: ") for line in lines if line.startswith("sweep report: ")]
+    assert (tmp_path / report).is_file() and report.endswith("sweep.html")
 
     parent, children = sweep_runs(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    page = f"#/experiments/{parent.info.experiment_id}/runs/{parent.info.run_id}"
+    assert lines[-1] == f"View the sweep: evalframe ui  ->  http://127.0.0.1:5000/{page}"
     assert (
         parent.info.status == "FINISHED"
         and "sweep=penalties_grid" in parent.data.tags["evalframe.sweep.overrides"]
