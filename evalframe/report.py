@@ -78,8 +78,12 @@ def progress(total: int, stats: Stats) -> Iterator[Callable[[], None]]:
 def _table(title: str, columns: tuple[str, ...] | list[str], rows: list[list[str]]) -> Table:
     table = Table(title=title)
     for column in columns:
-        # Names never fold: a cut scorer name cannot be told from another.
-        table.add_column(column, justify="left" if column in ("scorer", "job") else "right", no_wrap=True)
+        if column in ("scorer", "job"):
+            # On a narrow terminal a name folds onto a second line rather than being cut (a cut scorer
+            # name, answer_relevan…, cannot be told from another); numbers never fold.
+            table.add_column(column, justify="left", overflow="fold", min_width=8)
+        else:
+            table.add_column(column, justify="right", no_wrap=True)
     for row in rows:
         table.add_row(*row)
     return table
