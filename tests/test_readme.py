@@ -1,0 +1,275 @@
+"""The README is tested as written: every fenced block is taken from README.md and run, or, where it
+cannot run here, named with the reason and the test that covers it instead.
+
+- `evalframe ...` / `python -m evalframe ...` lines (bash blocks, a CI step's `run:`) are composed
+  exactly as typed, then run in process on a few rows with the judge pointed at the scripted model
+  (a sweep runs its first job); config files (`# @package`) and prompts (`{# path #}`) are written
+  where their first lines say, so the commands that use them find them.
+- Python blocks run as they are, against the local test server (the key and base URL variables that
+  LiteLLM reads point the `gpt` and `claude` presets at it); the pytest example runs under pytest.
+- `make` lines must name a Makefile target; other lines must be listed in NOT_RUN with a reason.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from evalframe import pipeline
+from evalframe.data import load_rows
+from tests.conftest import compose, fake_model
+from tests.scripted import ScriptedModel
+from tests.testserver import FakeLLMServer
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+
+# Lines a test cannot run here, by how they start, and why.
+NOT_RUN = {
+    "export ": "sets a variable for the commands after it",
+    "source ": "activates the venv in the reader's shell",
+    "pip install": "installs from PyPI (no internet here); make setup installs pyproject.toml's extras",
+    "mlflow server": "needs PostgreSQL and S3; tests/test_postgres.py runs this server on a real PostgreSQL",
+}
+# evalframe commands composed but not run here, and where they are run instead.
+COMPOSED_ONLY = {
+    "rescore": "re-scores a logged run id (tests/test_rescore.py)",
+    "ui": "starts the MLflow UI until Ctrl-C (tests/test_ui_command.py)",
+    "--help": "prints the help (tests/test_cli.py)",
+    "--cfg": "prints the composed config",
+    "target=http": "needs your service (tests/test_targets.py runs the HTTP target against a local one)",
+}
+
+
+@dataclass
+class Block:
+    lang: str
+    body: str
+    line: int  # where it starts in README.md
+
+    @property
+    def where(self) -> str:
+        return f"README.md line {self.line}"
+
+
+def blocks() -> list[Block]:
+    text = README.read_text()
+    found = []
+    for match in re.finditer(r"^```(\w*)\n(.*?)^```", text, re.M | re.S):
+        found.append(Block(match.group(1), match.group(2), text[: match.start()].count("\n") + 1))
+    return found
+
+
+def logical_lines(body: str) -> list[str]:
+    """A shell block's commands: continuations joined, comments and blank lines dropped."""
+    joined = re.sub(r"\\\n\s*", " ", body)
+    lines = []
+    for line in joined.splitlines():
+        line = re.sub(r"\s+#\s.*$", "", line).strip()  # a trailing "  # comment"
+        if line and not line.startswith("#"):
+            lines.append(line)
+    return lines
+
+
+def shell_lines() -> list[tuple[Block, str]]:
+    """Every command a reader may copy: bash blocks, and the `run:` of a CI step written in YAML."""
+    found = []
+    for block in blocks():
+        if block.lang == "bash":
+            found += [(block, line) for line in logical_lines(block.body)]
+        elif block.lang == "yaml" and "# @package" not in block.body:
+            steps = yaml.safe_load(block.body)
+            found += [(block, line) for step in steps for line in logical_lines(step["run"])]
+    return found
+
+
+def evalframe_args(line: str) -> list[str] | None:
+    for prefix in ("python -m evalframe", "evalframe"):
+        if line == prefix or line.startswith(prefix + " "):
+            return shlex.split(line.removeprefix(prefix))
+    return None
+
+
+def _embeds(line: str) -> bool:
+    """Whether a command loads the local embedding model (semantic similarity, the default scorer)."""
+    return "semantic_similarity" in line or "scorer" not in line
+
+
+COMMANDS = [
+    pytest.param(b, line, marks=[pytest.mark.slow] if _embeds(line) else [], id=f"line{b.line}:{line[:60]}")
+    for b, line in shell_lines()
+    if evalframe_args(line) is not None
+]
+
+
+def test_every_block_is_run_or_says_why_not() -> None:
+    makefile = (ROOT / "Makefile").read_text()
+    unknown = []
+    for block in blocks():
+        if block.lang == "" or (block.lang in ("yaml", "jinja", "python")):
+            continue  # shown output; config, prompt and code files are run below
+        if block.lang != "bash":
+            unknown.append(f"{block.where}: a ```{block.lang} block")
+    for block, line in shell_lines():
+        if evalframe_args(line) is not None:
+            continue
+        if line.startswith("make "):
+            target = line.split()[1]
+            assert re.search(rf"^{re.escape(target)}:", makefile, re.M), (
+                f"{block.where}: no make target {target}"
+            )
+        elif line.startswith((".venv/bin/python ", "python ")):
+            script = ROOT / line.split()[1]
+            assert script.is_file(), f"{block.where}: {script} does not exist"
+        elif not line.startswith(tuple(NOT_RUN)):
+            unknown.append(f"{block.where}: {line}")
+    assert not unknown, "README blocks no test runs; run them here or add them to NOT_RUN:\n" + "\n".join(
+        unknown
+    )
+
+
+def _files(block_filter: str) -> list[tuple[str, str]]:
+    """(path, content) of the config and prompt files the README asks the reader to save."""
+    saved = []
+    for block in blocks():
+        if block.lang == "yaml" and "# @package" in block.body:
+            [path] = re.findall(r"^# (\S+\.yaml)", block.body, re.M)
+            saved.append((path, block.body))
+        elif block.lang == "jinja":
+            first = block.body.splitlines()[0]
+            path = re.fullmatch(r"\{# (\S+) #\}", first)
+            assert path, f"{block.where}: a prompt block starts with {{# its/path.j2 #}}"
+            saved.append((path.group(1), block.body))
+    return [(p, c) for p, c in saved if block_filter in p]
+
+
+@pytest.fixture
+def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A reader's working directory: the files the README's commands name (your data, your function,
+    your config and prompt files), made from the bundled sample."""
+    monkeypatch.chdir(tmp_path)
+    for path, content in _files(""):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(content)
+    rows = load_rows({"path": None})[:6]
+    records = [
+        {
+            "id": r.id,
+            "input": r.input,
+            "question": r.input,
+            "ground_truth": r.ground_truth,
+            "output": r.output,
+        }
+        for r in rows
+    ]
+    for name in ("qa.jsonl", "big.jsonl"):
+        (tmp_path / name).write_text("".join(json.dumps(r) + "\n" for r in records))
+    with open(tmp_path / "qa.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, ["id", "question", "ground_truth", "output"], extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(records)
+    (tmp_path / "mypkg").mkdir()
+    (tmp_path / "mypkg" / "__init__.py").write_text("")
+    (tmp_path / "mypkg" / "agent.py").write_text(
+        "def answer(question, row=None):\n    return 'Paris' if 'France' in question else 'I do not know'\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return tmp_path
+
+
+def _one_job(args: list[str], cwd: Path) -> list[str]:
+    """The overrides of the first job of a command line: options and placeholders removed, a sweep's
+    lists cut to their first value, `--config-dir` as the search path it adds."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    overrides, rest = [], iter(args)
+    for arg in rest:
+        if arg == "--config-dir":
+            overrides.append(f"hydra.searchpath=[file://{cwd / next(rest)}]")
+        elif arg in ("-m", "--multirun", "rescore", "ui", "--help", "--cfg", "job") or arg.startswith(
+            ("run_id=", "port=")
+        ):
+            continue
+        else:
+            overrides.append(arg.replace("$PWD", str(cwd)))
+    parsed = OverridesParser.create().parse_overrides(
+        [o for o in overrides if not o.startswith("hydra.searchpath")]
+    )
+    first = [o for o in overrides if o.startswith("hydra.searchpath")]
+    for o in parsed:
+        if o.is_interval_sweep():
+            first.append(f"{o.get_key_element()}={o.value().start}")  # type: ignore[union-attr]
+        elif o.is_sweep_override():
+            value = next(iter(o.sweep_string_iterator()))
+            first.append(f"{o.get_key_element()}={value}")
+        else:
+            first.append(str(o.input_line))
+    return first
+
+
+@pytest.mark.parametrize(("block", "line"), COMMANDS)
+def test_each_command_runs_as_written(
+    block: Block, line: str, workdir: Path, scripted: ScriptedModel
+) -> None:
+    args = evalframe_args(line)
+    assert args is not None
+    overrides = _one_job(args, workdir)
+    skipped = [why for key, why in COMPOSED_ONLY.items() if key in args or key in overrides]
+    if "rescore" in args:  # the logged run's command line comes first: it chose the scorers named
+        overrides = [
+            *dict.fromkeys(f"scorer={m}" for m in re.findall(r"(?:^|\s)scorers\.(\w+)\.", line)),
+            *overrides,
+        ]
+    config = compose(overrides)  # exactly as typed: a bad key or group fails here
+    if skipped:
+        return
+    # The judge, wherever the command points it, is the scripted model; a few rows keep it quick.
+    judged = [*overrides, *fake_model(scripted)[1:], "tracking=none", "dataset.limit=4"]
+    if config["target"].get("model"):
+        judged += [o.replace("model.", "target.model.", 1) for o in fake_model(scripted)[1:]]
+    config = compose(judged)
+    _, code = pipeline.evaluate(config, workdir / "run")
+    assert code in (0, 1), f"{block.where}: `{line}` exited {code}"  # 1: a gate the sample fails
+
+
+@pytest.mark.slow
+def test_the_python_blocks_run_as_written(
+    workdir: Path, judge_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In order, in one namespace, as a reader runs them in a notebook; a test file under pytest."""
+    # LiteLLM's own variables send the presets to the local test server, so the code stays as written.
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-readme")
+    monkeypatch.setenv("OPENAI_BASE_URL", judge_server.openai_base)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-readme")
+    monkeypatch.setenv("ANTHROPIC_API_BASE", judge_server.base_url)
+    namespace: dict[str, Any] = {}
+    for block in [b for b in blocks() if b.lang == "python"]:
+        first = block.body.splitlines()[0]
+        if not first.startswith("# tests/"):
+            exec(compile(block.body, block.where, "exec"), namespace)
+            continue
+        path = workdir / first.removeprefix("# ")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(block.body)
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "evalframe.pytest_plugin", str(path)],
+            cwd=workdir,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        # The example's threshold may fail on the fake judge's scores; nothing else may.
+        ran = "1 passed" in done.stdout or ("1 failed" in done.stdout and "assert " in done.stdout)
+        assert ran and "Error" not in done.stdout.replace("AssertionError", ""), done.stdout + done.stderr
+    assert judge_server.count() > 0  # the LLM examples reached the judge
