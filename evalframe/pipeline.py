@@ -230,11 +230,10 @@ def evaluate(
     code, checks = gate.evaluate(result, gate_cfg, float(config.get("max_unscored_rate", 0.1)))
     result.verdict, result.facts = gate.verdict(code, checks), summaries.facts(config, result)
     journal.finish(result.means, result.objective, result.verdict, result.facts)
-    job = tracking.sweep_job()
-    if job is None:  # a sweep's job says one line; its table is in its report and MLflow run
-        report.summary(Summary.of(result), journal.path)
     html_report.write_run_report(result, journal.directory, tracking.run_name(config))
-    if job is None:
+    job = tracking.sweep_job()
+    if job is None:  # a sweep's job says one line; its tables are in its report and MLflow run
+        report.summary(Summary.of(result), journal.path)
         report.gate(code, checks)
     logged = tracking.log(result, config, journal.path, overrides, annotate(result) if annotate else None)
     if result.run_id:

@@ -29,7 +29,7 @@ LAYERS = [
     "report html_report",
     "tracking",  # the only module importing mlflow
     "pipeline config",
-    "rescore api sweep",
+    "rescore api sweep ui",
     "pytest_plugin __init__ __main__",
 ]
 
