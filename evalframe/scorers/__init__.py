@@ -21,6 +21,8 @@ from evalframe.data import Row
 from evalframe.llm import ModelSettings
 from evalframe.results import ScoreResult
 
+EMPTY_OUTPUT = "empty output"  # the reason of an empty output's 0
+
 
 class Scorer(ABC):
     name: str = ""
@@ -54,8 +56,17 @@ class ItemScorer(Scorer):
     shared limiter keeps `concurrency` requests in flight across items and steps, instead of waiting
     for one item's steps before starting the next; each item is done as soon as its own steps are."""
 
+    # "zero": an empty or whitespace-only output scores 0 ("empty output") without a model call;
+    # "judge": the judge sees it too (a custom judge of refusals may want to)
+    empty_output: str = "zero"
+
     def score_each(self, items: list[tuple[Row, str]], ctx: Context) -> list[Awaitable[ScoreResult]]:
-        return [self.score_item(row, output, ctx) for row, output in items]
+        return [self._score_unless_empty(row, output, ctx) for row, output in items]
+
+    async def _score_unless_empty(self, row: Row, output: str, ctx: Context) -> ScoreResult:
+        if self.empty_output == "zero" and not output.strip():
+            return ScoreResult(0.0, EMPTY_OUTPUT)
+        return await self.score_item(row, output, ctx)
 
     async def score(self, items: list[tuple[Row, str]], ctx: Context) -> list[ScoreResult]:
         return list(await asyncio.gather(*self.score_each(items, ctx)))

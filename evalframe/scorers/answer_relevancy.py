@@ -96,8 +96,6 @@ class AnswerRelevancy(ItemScorer):
         self.prompts.render("verdicts", input=sample.input, statements=["statement"])
 
     async def score_item(self, row: Row, output: str, ctx: Context) -> ScoreResult:
-        if not output.strip():
-            return ScoreResult(0.0, "The output is empty: no statement addresses the question: score 0.")
         if _ERROR_OUTPUT.match(output):
             return ScoreResult(0.0, "The output is an error message, not an answer: score 0.")
         llm = ctx.llm(self.settings)

@@ -230,18 +230,12 @@ class AnswerSimilarity(ItemScorer):
             return missing
         assert truth is not None  # no_truth() answered otherwise
         llm = ctx.llm(self.settings)
-        output_step: StepResult | None = None
-        if output.strip():
-            output_step, truth_step = await asyncio.gather(
-                self._extract(output, ctx), self._extract(truth, ctx)
-            )
-        else:
-            truth_step = await self._extract(truth, ctx)
-        steps = [s for s in (output_step, truth_step) if s is not None]
+        output_step, truth_step = await asyncio.gather(self._extract(output, ctx), self._extract(truth, ctx))
+        steps = [output_step, truth_step]
         failed = next((s for s in steps if not s.ok), None)
         if failed:
             return ScoreResult.unscored(f"{failed.step}: {failed.error}", steps)
-        output_units = output_step.reply["units"] if output_step and output_step.reply else []
+        output_units = output_step.reply["units"] if output_step.reply else []
         truth_units = truth_step.reply["units"] if truth_step.reply else []
         if not truth_units:
             return ScoreResult(0.0, "The ground truth has no semantic units: score 0.", steps)
@@ -253,7 +247,7 @@ class AnswerSimilarity(ItemScorer):
                         ground_truth_unit=u,
                         match_type="missing",
                         output_unit=None,
-                        explanation="empty output",
+                        explanation="the output has no units",
                     )
                     for u in truth_units
                 ],

@@ -110,9 +110,6 @@ class GroundTruthSimilarity(ItemScorer):
         if (missing := no_truth(truth)) is not None:
             return missing
         assert truth is not None  # no_truth() answered otherwise
-        if not output.strip():
-            # Nothing can match; the reference is not even extracted (no call for a known 0).
-            return ScoreResult(0.0, "The output is empty: it states none of the reference: score 0.")
         response_step, reference_step = await asyncio.gather(
             self._extract(output, ctx), self._extract(truth, ctx)
         )

@@ -155,7 +155,14 @@ class Judge(ItemScorer):
         system: str | None = None,
         require_ground_truth: bool = True,
         scale: float = 1.0,
+        empty_output: str = "zero",
     ):
+        if empty_output not in ("zero", "judge"):
+            raise ConfigError(
+                f"empty_output={empty_output!r} is not an option; use empty_output=zero (score 0, no call) "
+                "or empty_output=judge (the judge sees empty outputs too)"
+            )
+        self.empty_output = empty_output
         self.settings = ModelSettings.from_config(model)
         self.prompt = PromptFile(_prompt_path(prompt), "")
         self.system = PromptFile(_prompt_path(system), "") if system else None
