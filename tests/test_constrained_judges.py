@@ -5,7 +5,10 @@ step, at the scorer's minimum number of calls (counted at the server)."""
 from __future__ import annotations
 
 import json
+import os
 import random
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -99,3 +102,34 @@ def test_random_instances_are_valid_and_vary() -> None:
     assert {len(x) for x in lists} == {1, 2, 3} and {n for x in lists for n in x} == {2, 3, 4}
     nullable = {"anyOf": [{"type": "integer", "enum": [0, 1]}, {"type": "null"}]}
     assert {random_instance(nullable, nullable, rng) for _ in range(100)} == {0, 1, None}
+
+
+@pytest.mark.slow
+def test_the_readme_commands(tmp_path: Path) -> None:
+    """`python -m tests.testserver --constrained --seed 7` (what bench/constrained_judges.py starts) and
+    the bench itself, whose figures the README quotes (--checkout given: the README's "before" command
+    runs another checkout the same way)."""
+    root = Path(__file__).parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    bench = subprocess.run(
+        [sys.executable, "bench/constrained_judges.py", "--checkout", str(root)],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert bench.returncode == 0, bench.stderr
+    rows = {line[:26].strip(): line[26:].split() for line in bench.stdout.splitlines()[2:]}
+    assert set(rows) == {
+        "answer_similarity",
+        "answer_relevancy",
+        "ground_truth_similarity",
+        "factuality (choice)",
+        "judge (number)",
+        "judge (verdicts)",
+    }
+    for name, (items, calls, per_item, retries, unscored, code) in rows.items():
+        assert (items, retries, unscored, code) == ("28", "0", "0", "0"), name
+        assert float(per_item) == pytest.approx(int(calls) / 28, abs=0.01)
+    assert rows["factuality (choice)"][1] == "26"  # one call per item with an output (2 are empty)
