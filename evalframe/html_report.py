@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from evalframe.jobs import Job
-from evalframe.results import ItemResult, Objective, RunResult
+from evalframe.results import SHOWN_UNSCORED, ItemResult, Objective, RunResult
 from evalframe.summary import AGREEMENT, COLUMNS, Summary, fmt
 
 REPORT = "report.html"
@@ -167,6 +167,25 @@ def _summary(summary: Summary) -> str:
     return "<h2>Summary</h2>" + _table(headers, rows)
 
 
+def _unscored(summary: Summary) -> str:
+    """The first unscored items of each scorer, at the top of the page: what went wrong, at a glance."""
+    rows = [
+        [
+            f"<td>{escape(name)}</td>",
+            f"<td>{escape(u.id)}</td>",
+            f"<td>{escape(u.step)}</td>",
+            f'<td class="text"><span class="err">{_text(u.error)}</span></td>',
+        ]
+        for name, u in summary.unscored_rows()
+    ]
+    if not rows:
+        return ""
+    rest = "".join(f"{n} more of {escape(name)}; " for name, n in summary.unscored_rest().items())
+    note = f'<p class="note">{rest}every item, error and raw reply is in results.jsonl next to this file.</p>'
+    title = f"<h2>Unscored items (the first {SHOWN_UNSCORED} per scorer)</h2>"
+    return title + _table(["scorer", "id", "step", "error"], rows) + note
+
+
 def _score_cell(item: ItemResult, scorer: str) -> list[str]:
     r = item.scores.get(scorer)
     if r is None:
@@ -218,8 +237,10 @@ def run_report(result: RunResult, title: str, max_items: int = MAX_TABLE_ITEMS) 
         scores = [i.scores[name].score for i in result.items if name in i.scores and i.scores[name].scored]
         plots[f"{_safe_name(name)}_histogram.png"] = histogram(name, scores, s.unscored)
     images = "".join(_img(png, f"{name} histogram") for name, png in plots.items())
+    summary = Summary.of(result)
     sections = [
-        _summary(Summary.of(result)),
+        _unscored(summary),
+        _summary(summary),
         f'<h2>Score distributions</h2><div class="plots">{images}</div>',
         _items(result, max_items),
     ]

@@ -325,7 +325,8 @@ class LLM:
         fmt = response_format(reply_model)
 
         def validate(raw: str) -> dict[str, Any]:
-            return reply_model.model_validate_json(_strip_fences(raw), context=context).model_dump()
+            reply = reply_model.model_validate_json(_strip_fences(raw), context=context)
+            return reply.model_dump(by_alias=True)  # keys as the schema names them (e.g. positions "0", "1")
 
         async def ask() -> StepResult:
             step = StepResult(step=step_name, messages=messages)

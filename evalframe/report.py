@@ -16,7 +16,7 @@ from rich.table import Table
 
 from evalframe.gate import Check
 from evalframe.jobs import Best, Job
-from evalframe.results import Objective, Stats
+from evalframe.results import SHOWN_UNSCORED, Objective, Stats
 from evalframe.summary import AGREEMENT, COLUMNS, Summary, fmt
 
 # Libraries whose INFO and WARNING lines (model loading, DB migrations, font caches, HTTP retries that
@@ -99,6 +99,27 @@ def summary(s: Summary, saved: Path) -> None:
     if s.agreement:
         console.print(_table("agreement with the human scores", ("scorer", *AGREEMENT), s.agreement_rows()))
     console.print(f"{s.totals()}; results: {saved}")
+    unscored(s, saved)
+
+
+def unscored(s: Summary, saved: Path) -> None:
+    """The first unscored items of each scorer, one line each, and where the rest are."""
+    rows = s.unscored_rows()
+    if not rows:
+        return
+    console.print(f"unscored items (the first {SHOWN_UNSCORED} per scorer; id, step, error):")
+    for name, u in rows:
+        line = f"  {name}  {u.id}  {u.step}  {u.error}"
+        width = console.width if console.is_terminal else 200
+        line = line if len(line) <= width else line[: width - 1] + "…"
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+    rest = ", ".join(f"{n} more of {name}" for name, n in s.unscored_rest().items())
+    console.print(
+        f"  {rest + '; e' if rest else 'E'}very item, error and raw reply is in {saved}",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 def job(number: int, values: str, objective: Objective | None, code: int) -> None:

@@ -178,6 +178,29 @@ class Verdict:
         return "passed" if self.code == 0 else "failed"
 
 
+SHOWN_UNSCORED = 5  # unscored items per scorer listed after the summary (all are in results.jsonl)
+
+
+@dataclass(frozen=True)
+class Unscored:
+    """An unscored item in one line: its id, the step that failed and why."""
+
+    id: str
+    step: str
+    error: str
+
+    @classmethod
+    def of(cls, item_id: str, result: ScoreResult) -> Unscored:
+        failed = next((s.step for s in result.steps if s.error), None)
+        error = " ".join((result.error or result.reason).split())  # one line
+        step, _, rest = error.partition(": ")
+        if failed is None and rest and " " not in step:  # "target: ..." from an output never produced
+            failed, error = step, rest
+        elif failed and error.startswith(f"{failed}: "):
+            error = error.removeprefix(f"{failed}: ")
+        return cls(item_id, failed or "–", error)
+
+
 @dataclass
 class RunResult:
     """A run's results. Aggregates (scores per scorer, human scores, cost, usage) cover every item and
@@ -198,11 +221,13 @@ class RunResult:
     human: array[float] = field(default_factory=lambda: array("d"), init=False)  # NaN: none
     usage: Usage = field(default_factory=Usage, init=False)
     _costs: dict[str, float] = field(default_factory=dict, init=False)
+    # the first SHOWN_UNSCORED unscored items per scorer, also when `keep` caps `items`
+    unscored: dict[str, list[Unscored]] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
         given, self.items = self.items, []
         for name in self.scorers:
-            self.scores[name], self._costs[name] = array("d"), 0.0
+            self.scores[name], self._costs[name], self.unscored[name] = array("d"), 0.0, []
         for item in given:
             self.add(item)
 
@@ -212,6 +237,8 @@ class RunResult:
         for name in self.scorers:
             result = item.scores[name]
             self.scores[name].append(result.score)
+            if not result.scored and len(self.unscored[name]) < SHOWN_UNSCORED:
+                self.unscored[name].append(Unscored.of(item.id, result))
             self._costs[name] += result.usage.cost
             self.usage += result.usage
         if item.target_step:

@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from evalframe.agreement import METRICS as AGREEMENT
-from evalframe.results import RunResult, ScorerSummary, Stats, Usage
+from evalframe.results import RunResult, ScorerSummary, Stats, Unscored, Usage
 
 COLUMNS = ("scorer", "mean", "std", "min", "max", "scored", "unscored", "cost $")
 
@@ -32,10 +32,24 @@ class Summary:
     agreement: dict[str, dict[str, float]]  # scorer -> agreement metric -> value (human scores only)
     usage: Usage
     stats: Stats
+    unscored: dict[str, list[Unscored]]  # scorer -> its first unscored items
 
     @classmethod
     def of(cls, result: RunResult) -> Summary:
-        return cls(result.count, result.summaries, result.agreement, result.usage, result.stats)
+        return cls(
+            result.count, result.summaries, result.agreement, result.usage, result.stats, result.unscored
+        )
+
+    def unscored_rows(self) -> list[tuple[str, Unscored]]:
+        """(scorer, item) for the first unscored items of each scorer."""
+        return [(name, u) for name, items in self.unscored.items() for u in items]
+
+    def unscored_rest(self) -> dict[str, int]:
+        """Scorer -> how many of its unscored items are not listed."""
+        listed = {name: len(items) for name, items in self.unscored.items()}
+        return {
+            n: s.unscored - listed.get(n, 0) for n, s in self.scorers.items() if s.unscored > listed.get(n, 0)
+        }
 
     def rows(self) -> list[list[str]]:
         """One row per scorer, cells as COLUMNS names them."""

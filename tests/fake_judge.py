@@ -45,32 +45,37 @@ def _contradicts(truth: str, output: str) -> bool:
 
 
 def analyze(truth_units: list[str], output_units: list[str]) -> dict[str, Any]:
-    matches, contradictions, used = [], [], set()
-    for truth in truth_units:
-        best = max(output_units, key=lambda o: overlap(truth, o))
-        similarity = overlap(truth, best)
-        if _contradicts(truth, best):
-            contradictions.append({"output_unit": best, "ground_truth_unit": truth, "explanation": "differs"})
+    """The analyze step's reply: a match per ground-truth unit keyed by its position, units named by
+    position."""
+    matches, contradictions, used = {}, [], set()
+    for position, truth in enumerate(truth_units):
+        best = max(range(len(output_units)), key=lambda o: overlap(truth, output_units[o]))
+        similarity = overlap(truth, output_units[best])
+        if _contradicts(truth, output_units[best]):
+            contradictions.append(
+                {"output_index": best, "ground_truth_index": position, "explanation": "differs"}
+            )
             kind = "missing"
-        elif words(truth) == words(best):
+        elif words(truth) == words(output_units[best]):
             kind = "exact"
-        elif similarity >= 0.5 or words(truth) <= words(best):
+        elif similarity >= 0.5 or words(truth) <= words(output_units[best]):
             kind = "semantic"
         elif similarity >= 0.2:
             kind = "partial"
         else:
             kind = "missing"
-        if kind != "missing" or _contradicts(truth, best):
+        if kind != "missing" or _contradicts(truth, output_units[best]):
             used.add(best)
-        matches.append(
-            {
-                "ground_truth_unit": truth,
-                "match_type": kind,
-                "output_unit": None if kind == "missing" else best,
-                "explanation": f"word overlap {similarity:.2f}",
-            }
-        )
-    extras = [o for o in output_units if o not in used and max(overlap(o, t) for t in truth_units) < 0.2]
+        matches[str(position)] = {
+            "match_type": kind,
+            "output_index": None if kind == "missing" else best,
+            "explanation": f"word overlap {similarity:.2f}",
+        }
+    extras = [
+        i
+        for i, o in enumerate(output_units)
+        if i not in used and max(overlap(o, t) for t in truth_units) < 0.2
+    ]
     return {"matches": matches, "contradictions": contradictions, "extra_info": extras}
 
 

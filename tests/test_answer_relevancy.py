@@ -11,7 +11,13 @@ from pydantic import ValidationError
 
 from evalframe import pipeline
 from evalframe.errors import ConfigError
-from evalframe.scorers.answer_relevancy import AnswerRelevancy, Verdict, Verdicts, reason_from_verdicts, score
+from evalframe.scorers.answer_relevancy import (
+    AnswerRelevancy,
+    Verdict,
+    reason_from_verdicts,
+    score,
+    verdicts_reply,
+)
 from tests.conftest import Judge, compose, fake_model
 from tests.fake_judge import fenced, judge, units
 from tests.scripted import ScriptedModel
@@ -57,13 +63,18 @@ def test_reason_names_irrelevant_and_unsure_statements() -> None:
     assert "Irrelevant: “My favourite drink is tea”." in reason and "Unsure: “Water is wet”." in reason
 
 
-def test_verdict_count_must_equal_statement_count() -> None:
-    reply = {"verdicts": [{"verdict": "yes", "reason": ""}] * 2}
-    assert len(Verdicts.model_validate(reply, context={"statements": 2}).verdicts) == 2
-    with pytest.raises(ValidationError, match="'verdicts' has 2 entries but there are 3 statements"):
-        Verdicts.model_validate(reply, context={"statements": 3})
-    with pytest.raises(ValidationError):
-        Verdicts.model_validate({"verdicts": [{"verdict": "maybe", "reason": ""}]})
+def test_the_schema_asks_for_one_verdict_per_statement() -> None:
+    schema = verdicts_reply(2).model_json_schema()
+    keyed = schema["$defs"]["StatementVerdicts"]
+    assert keyed["required"] == ["0", "1"] and keyed["additionalProperties"] is False
+    reply = {"verdicts": {"0": {"verdict": "yes", "reason": ""}, "1": {"verdict": "no", "reason": ""}}}
+    verdicts_reply(2).model_validate(reply)
+    with pytest.raises(ValidationError, match=r"verdicts\.1\n  Extra inputs"):
+        verdicts_reply(1).model_validate(reply)
+    with pytest.raises(ValidationError, match=r"verdicts\.2\n  Field required"):
+        verdicts_reply(3).model_validate(reply)
+    with pytest.raises(ValidationError, match=r"verdicts\.0\.verdict"):
+        verdicts_reply(1).model_validate({"verdicts": {"0": {"verdict": "maybe", "reason": ""}}})
 
 
 def test_config_needs_no_ground_truth_and_weight_is_checked() -> None:
@@ -95,7 +106,11 @@ def relevancy_judge(request: FakeRequest) -> str | dict[str, Any]:
         return {"statements": units(fenced(request)["OUTPUT"])}
     if kind == "verdicts":
         statements = json.loads(fenced(request)["STATEMENTS"])
-        return {"verdicts": [{"verdict": VERDICTS.get(s, "yes"), "reason": "scripted"} for s in statements]}
+        verdicts = {
+            str(i): {"verdict": VERDICTS.get(s, "yes"), "reason": "scripted"}
+            for i, s in enumerate(statements)
+        }
+        return {"verdicts": verdicts}
     return judge(request)
 
 
@@ -165,7 +180,7 @@ def test_a_wrong_verdict_count_is_retried_with_the_error_then_unscored(
         reply = relevancy_judge(request)
         if step(request) == "verdicts" and "H2O" in fenced(request)["STATEMENTS"]:
             assert isinstance(reply, dict)
-            reply["verdicts"] = reply["verdicts"] * 2
+            reply["verdicts"]["1"] = reply["verdicts"]["0"]  # a verdict for a statement that is not there
         return reply
 
     scripted.responder = one_too_many
@@ -177,5 +192,5 @@ def test_a_wrong_verdict_count_is_retried_with_the_error_then_unscored(
     assert water.error.startswith("verdicts: invalid reply after 3 attempt(s)")
     asked = [r for r in scripted.requests if step(r) == "verdicts" and "H2O" in fenced(r)["STATEMENTS"]]
     assert len(asked) == 3  # the first try and two retries, each told what was wrong
-    assert "'verdicts' has 2 entries but there are 1 statements" in asked[-1].messages[-1]["content"]
+    assert "verdicts.1: Extra inputs are not permitted" in asked[-1].messages[-1]["content"]
     assert result.summaries["answer_relevancy"].scored == 5 and code == 4  # 1 of 6 > max_unscored_rate

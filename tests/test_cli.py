@@ -42,9 +42,9 @@ def test_answer_similarity_end_to_end_logs_everything_to_mlflow(
         r"^View: evalframe ui  ->  http://127.0.0.1:5000/#/experiments/\d+/runs/\w+$", result.stdout, re.M
     )
     # One extraction per distinct text (outputs and ground truths; a text shared by rows is extracted
-    # once), one analysis per non-empty output.
-    rows = load_rows({"path": None})
-    texts = {r.ground_truth for r in rows} | {r.output for r in rows if r.output and r.output.strip()}
+    # once), one analysis per non-empty output; an empty output costs no call at all.
+    rows = [r for r in load_rows({"path": None}) if r.output and r.output.strip()]
+    texts = {r.ground_truth for r in rows} | {r.output for r in rows}
     assert judge_server.count("SemanticUnits") == len(texts) < 2 * 28
     assert judge_server.count("Analysis") == 26
 

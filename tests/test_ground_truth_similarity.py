@@ -14,7 +14,7 @@ from evalframe import pipeline
 from evalframe.paths import SAMPLE_DATASET
 from evalframe.scorers.ground_truth_similarity import (
     Comparison,
-    Comparisons,
+    comparisons_reply,
     reason_from_comparisons,
     score,
 )
@@ -102,16 +102,19 @@ def test_rounding_and_scale() -> None:
 
 
 def test_comparisons_are_one_per_reference_statement_with_a_valid_index() -> None:
-    entry = {"reference_statement": "a", "response_index": 0, "explanation": ""}
-    context = {"reference_statements": 1, "response_statements": 1}
-    assert (
-        Comparisons.model_validate({"comparisons": [entry]}, context=context).comparisons[0].response_index
-        == 0
-    )
-    with pytest.raises(ValidationError, match="'comparisons' has 2 entries but there are 1 reference"):
-        Comparisons.model_validate({"comparisons": [entry, entry]}, context=context)
-    with pytest.raises(ValidationError, match="response_index 3 is out of range"):
-        Comparisons.model_validate({"comparisons": [{**entry, "response_index": 3}]}, context=context)
+    entry = {"response_index": 0, "explanation": ""}
+    reply = comparisons_reply(1, 1)
+    assert reply.model_validate({"comparisons": {"0": entry}}).model_dump(by_alias=True) == {
+        "comparisons": {"0": entry}
+    }
+    with pytest.raises(ValidationError, match=r"comparisons\.1"):
+        reply.model_validate({"comparisons": {"0": entry, "1": entry}})
+    with pytest.raises(ValidationError, match="response_index"):
+        reply.model_validate({"comparisons": {"0": {**entry, "response_index": 3}}})
+    schema = comparisons_reply(2, 3).model_json_schema()
+    index = schema["$defs"]["StatementComparison"]["properties"]["response_index"]
+    assert index["anyOf"] == [{"type": "integer", "enum": [0, 1, 2]}, {"type": "null"}]
+    assert schema["$defs"]["ReferenceComparisons"]["required"] == ["0", "1"]
 
 
 def test_reason_names_what_the_response_does_not_state() -> None:
@@ -150,10 +153,10 @@ def compare_judge(request: FakeRequest) -> str | dict[str, Any]:
     blocks = fenced(request)
     reference = json.loads(blocks["REFERENCE_STATEMENTS"])
     response = json.loads(blocks["RESPONSE_STATEMENTS"])
-    comparisons = []
-    for statement in reference:
+    comparisons = {}
+    for position, statement in enumerate(reference):
         index = next((i for i, r in enumerate(response) if _states(statement, r)), None)
-        comparisons.append({"reference_statement": statement, "response_index": index, "explanation": "."})
+        comparisons[str(position)] = {"response_index": index, "explanation": "."}
     return {"comparisons": comparisons}
 
 
@@ -233,7 +236,7 @@ def test_a_wrong_comparison_count_is_retried_with_the_error_then_unscored(
         reply = compare_judge(request)
         if "comparisons" in (request.schema or {}).get("properties", {}) and "H2O" in str(fenced(request)):
             assert isinstance(reply, dict)
-            reply["comparisons"] = reply["comparisons"] * 2
+            reply["comparisons"]["1"] = reply["comparisons"]["0"]  # one for a statement not there
         return reply
 
     scripted.responder = one_too_many
@@ -245,10 +248,7 @@ def test_a_wrong_comparison_count_is_retried_with_the_error_then_unscored(
     assert water.error.startswith("compare: invalid reply after 3 attempt(s)")
     asked = [r for r in scripted.requests if r.messages[-1]["content"].startswith("That reply is invalid")]
     assert len(asked) == 2
-    assert (
-        "'comparisons' has 2 entries but there are 1 reference statements"
-        in asked[-1].messages[-1]["content"]
-    )
+    assert "comparisons.1: Extra inputs are not permitted" in asked[-1].messages[-1]["content"]
     assert result.summaries["ground_truth_similarity"].scored == 5 and code == 4
 
 

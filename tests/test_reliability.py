@@ -51,17 +51,20 @@ def usage_error(overrides: list[str], out: Path) -> str:
 
 BAD_REPLIES: dict[str, Any] = {
     "not JSON": lambda req: "I think the answer is mostly right.",
-    "missing field": lambda req: {"matches": [], "contradictions": []},
+    "missing field": lambda req: {"matches": {}, "contradictions": []},
     "wrong enum value": lambda req: {
-        "matches": [
-            {"ground_truth_unit": "x", "match_type": "close", "output_unit": None, "explanation": ""}
-        ],
+        "matches": {"0": {"match_type": "close", "output_index": None, "explanation": ""}},
         "contradictions": [],
         "extra_info": [],
     },
+    # what a judge without constrained decoding may say: the schema forbids both
     "verdict count": lambda req: {
-        "matches": [{"ground_truth_unit": "x", "match_type": "exact", "output_unit": "x", "explanation": ""}]
-        * 7,
+        "matches": {str(i): {"match_type": "exact", "output_index": 0, "explanation": ""} for i in range(7)},
+        "contradictions": [],
+        "extra_info": [],
+    },
+    "index out of range": lambda req: {
+        "matches": {"0": {"match_type": "exact", "output_index": 5, "explanation": ""}},
         "contradictions": [],
         "extra_info": [],
     },
@@ -102,7 +105,7 @@ def test_the_verdict_count_error_is_given_back_to_the_model(scripted: ScriptedMo
     result, code = pipeline.evaluate(compose(judged(scripted, "dataset.limit=1")), tmp_path)
     assert code == 0 and result.items[0].scores["answer_similarity"].score == 1.0
     retry = [r for r in scripted.requests if step_of(r) == "Analysis"][-1]
-    assert "'matches' has 7 entries but there are 1 ground-truth units" in retry.messages[-1]["content"]
+    assert "matches.6: Extra inputs are not permitted" in retry.messages[-1]["content"]
 
 
 # --- transient faults -----------------------------------------------------------------------------------

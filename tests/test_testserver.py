@@ -228,3 +228,26 @@ def test_cli_prints_base_url() -> None:
     finally:
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=10) == 0
+
+
+@pytest.mark.slow
+def test_cli_constrained_answers_random_instances_of_the_schema() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.testserver", "--constrained", "--seed", "7"],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).parents[1],
+        preexec_fn=default_sigint,
+    )
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().split()[4]
+        replies = [
+            json.loads(_complete("openai/gpt-4o-mini", url + "/v1").choices[0].message.content)
+            for _ in range(20)
+        ]
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=10) == 0
+    assert all(set(r) == {"answer", "n"} and isinstance(r["n"], int) for r in replies)
+    assert len({json.dumps(r) for r in replies}) > 10  # random, not one fixed example

@@ -103,6 +103,110 @@ def echo_schema_responder(req: FakeRequest) -> str | dict:
     return "ok" if req.schema is None else json.dumps(_example(req.schema, req.schema))
 
 
+# ------------------------------------------------------------------ constrained decoder
+WORDS = [
+    "the",
+    "a",
+    "judge",
+    "river",
+    "seven",
+    "blue",
+    "capital",
+    "runs",
+    "quickly",
+    "paris",
+    "1945",
+    "water",
+    "not",
+    "is",
+    "of",
+    "and",
+]
+
+
+def _resolve(schema: dict, root: dict) -> dict:
+    """Follow a local $ref ("#/$defs/Item"; LiteLLM's Anthropic tool form drops the "#")."""
+    while "$ref" in schema:
+        target: Any = root
+        for part in filter(None, schema["$ref"].lstrip("#").split("/")):
+            target = target.get(part, {})
+        schema = target
+    return schema
+
+
+def random_instance(schema: Any, root: dict, rng: random.Random, depth: int = 0) -> Any:
+    """A random instance of a JSON schema, as a constrained decoder produces one knowing nothing but the
+    schema: a random member of each enum, a random branch of each anyOf (null included), every required
+    property and a coin flip for each optional one, arrays of random length within minItems/maxItems (0
+    to 3 when unbounded), numbers within minimum/maximum (-1000 to 1000 when unbounded), strings of
+    random words (empty ones included)."""
+    if not isinstance(schema, dict) or depth > 32:
+        return None
+    schema = _resolve(schema, root)
+    if "const" in schema:
+        return schema["const"]
+    if schema.get("enum"):
+        return rng.choice(schema["enum"])
+    for key in ("anyOf", "oneOf"):
+        if schema.get(key):
+            return random_instance(rng.choice(schema[key]), root, rng, depth + 1)
+    if schema.get("allOf"):
+        merged = {k: v for part in schema["allOf"] for k, v in _resolve(part, root).items()}
+        return random_instance(merged, root, rng, depth + 1)
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = rng.choice(kind)
+    if kind is None:
+        kind = "object" if "properties" in schema else "array" if "items" in schema else "string"
+    if kind == "object":
+        props = schema.get("properties", {})
+        required = schema.get("required", [])
+        keys = [k for k in props if k in required or rng.random() < 0.5]
+        return {k: random_instance(props[k], root, rng, depth + 1) for k in keys}
+    if kind == "array":
+        low = schema.get("minItems", 0)
+        high = schema.get("maxItems", low + 3)
+        n = rng.randint(low, high)
+        return [random_instance(schema.get("items", {}), root, rng, depth + 1) for _ in range(n)]
+    if kind == "string":
+        low, high = schema.get("minLength", 0), schema.get("maxLength")
+        text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(0, 6)))
+        text = text.ljust(low, "x")
+        return text if high is None else text[:high]
+    if kind in ("integer", "number"):
+        low = schema.get("minimum", schema.get("exclusiveMinimum", -1000))
+        high = schema.get("maximum", schema.get("exclusiveMaximum", 1000))
+        if kind == "integer":
+            low = math.ceil(low) + ("exclusiveMinimum" in schema)
+            high = math.floor(high) - ("exclusiveMaximum" in schema)
+            return rng.randint(low, high)
+        value = rng.uniform(low, high)
+        return (
+            value
+            if low < value < high or not ({"exclusiveMinimum", "exclusiveMaximum"} & set(schema))
+            else (low + high) / 2
+        )
+    if kind == "boolean":
+        return rng.random() < 0.5
+    return None
+
+
+def constrained_decoder(seed: int = 0) -> Responder:
+    """A responder that answers every structured request with a random instance of the schema it
+    received, on every wire, and free text with random words: a judge that follows the schema exactly
+    and knows nothing of the prompt. Seeded, so a run is reproducible (for the same request order)."""
+    rng = random.Random(seed)
+    lock = threading.Lock()
+
+    def respond(req: FakeRequest) -> str:
+        with lock:
+            if req.schema is None:
+                return " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 12)))
+            return json.dumps(random_instance(req.schema, req.schema, rng))
+
+    return respond
+
+
 # ------------------------------------------------------------------ request parsing
 def _text(content: Any) -> str:
     """Flatten str / list-of-parts content (OpenAI, Anthropic and Gemini part shapes) to text."""
@@ -293,7 +397,14 @@ class _Handler(BaseHTTPRequestHandler):
                 by_schema: dict[str, int] = {}
                 for r in owner.requests:
                     by_schema[str(r.schema_name)] = by_schema.get(str(r.schema_name), 0) + 1
-                stats = {"requests": len(owner.requests), "faults": owner.faults, "by_schema": by_schema}
+                # a request that carries an earlier reply is a follow-up, e.g. a correction of an invalid one
+                followups = sum(any(m["role"] == "assistant" for m in r.messages) for r in owner.requests)
+                stats = {
+                    "requests": len(owner.requests),
+                    "faults": owner.faults,
+                    "by_schema": by_schema,
+                    "followups": followups,
+                }
             return self.send(200, stats)
         self.send(404, _error_body("openai", 404, f"unknown path {self.path}"))
 
@@ -439,8 +550,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--error-rate", type=float, default=0.0, help="fraction answered 429/500/503")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--responder", default=None, help="module:function answering requests (default: echo)")
+    ap.add_argument(
+        "--constrained",
+        action="store_true",
+        help="answer every request with a random instance of its JSON schema (seeded by --seed)",
+    )
     args = ap.parse_args(argv)
-    responder = None
+    responder = constrained_decoder(args.seed) if args.constrained else None
     if args.responder:
         import importlib
 

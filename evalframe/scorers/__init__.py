@@ -8,17 +8,20 @@ re-scored with other weights without calling the model again.
 from __future__ import annotations
 
 import asyncio
+import functools
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable
 from decimal import ROUND_HALF_UP, Decimal
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationInfo
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, create_model
 
 from evalframe.context import Context
 from evalframe.data import Row
 from evalframe.llm import ModelSettings
 from evalframe.results import ScoreResult
+
+EMPTY_OUTPUT = "empty output"  # the reason of an empty output's 0
 
 
 class Scorer(ABC):
@@ -53,8 +56,17 @@ class ItemScorer(Scorer):
     shared limiter keeps `concurrency` requests in flight across items and steps, instead of waiting
     for one item's steps before starting the next; each item is done as soon as its own steps are."""
 
+    # "zero": an empty or whitespace-only output scores 0 ("empty output") without a model call;
+    # "judge": the judge sees it too (a custom judge of refusals may want to)
+    empty_output: str = "zero"
+
     def score_each(self, items: list[tuple[Row, str]], ctx: Context) -> list[Awaitable[ScoreResult]]:
-        return [self.score_item(row, output, ctx) for row, output in items]
+        return [self._score_unless_empty(row, output, ctx) for row, output in items]
+
+    async def _score_unless_empty(self, row: Row, output: str, ctx: Context) -> ScoreResult:
+        if self.empty_output == "zero" and not output.strip():
+            return ScoreResult(0.0, EMPTY_OUTPUT)
+        return await self.score_item(row, output, ctx)
 
     async def score(self, items: list[tuple[Row, str]], ctx: Context) -> list[ScoreResult]:
         return list(await asyncio.gather(*self.score_each(items, ctx)))
@@ -71,15 +83,27 @@ class Reply(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-def check_count(entries: list[Any], info: ValidationInfo, key: str, what: str, entry: str, per: str) -> None:
-    """Reject a reply with one entry too many or too few (the count comes in the validation context,
-    under `key`); the message is given back to the model so it can correct itself."""
-    expected = (info.context or {}).get(key)
-    if expected is not None and len(entries) != expected:
-        raise ValueError(
-            f"'{what}' has {len(entries)} entries but there are {expected} {per}s; "
-            f"give exactly one {entry} per {per}, in order"
-        )
+def position(n: int) -> Any:
+    """An int that can only name one of `n` positions (0 to n-1): an integer enum in the schema, which
+    every provider's structured output keeps, and a Literal for pydantic. Written as an enum even for
+    one position (pydantic would write `const`, which fewer providers accept)."""
+    values = tuple(range(n))
+    return Annotated[Literal.__getitem__(values), WithJsonSchema({"type": "integer", "enum": list(values)})]
+
+
+@functools.cache
+def per_position(name: str, entry: type[BaseModel], n: int) -> type[Reply]:
+    """An object with exactly one `entry` per position, keyed "0" to "n-1", all required: the count is
+    in the schema's required keys and additionalProperties: false, which OpenAI, Anthropic, Gemini and
+    Ollama all enforce (minItems/maxItems are not kept on Anthropic's wire), and the judge never echoes
+    the text it judges. Cached: one class per size, so its response format is built once."""
+    fields: dict[str, Any] = {f"p{i}": (entry, Field(alias=str(i))) for i in range(n)}
+    return create_model(name, __base__=Reply, **fields)
+
+
+def in_order(keyed: dict[str, Any]) -> list[Any]:
+    """The entries of a per_position reply (as dumped by alias), by position."""
+    return [keyed[str(i)] for i in range(len(keyed))]
 
 
 def no_truth(truth: str | None) -> ScoreResult | None:

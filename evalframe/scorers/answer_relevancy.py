@@ -6,11 +6,12 @@ question, not correct) -> pure score -> reason from the verdicts. Needs no groun
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import ValidationInfo, model_validator
+from pydantic import create_model
 
 from evalframe.context import Context
 from evalframe.data import Row
@@ -18,7 +19,7 @@ from evalframe.errors import ConfigError
 from evalframe.llm import ModelSettings
 from evalframe.prompts import PromptSet
 from evalframe.results import ScoreResult
-from evalframe.scorers import ItemScorer, Reply, check_count, round_half_up
+from evalframe.scorers import ItemScorer, Reply, in_order, per_position, round_half_up
 
 # An output that is an error message answers nothing; scoring its statements would reward noise.
 _ERROR_OUTPUT = re.compile(r"^\s*error\s*:", re.IGNORECASE)
@@ -33,13 +34,13 @@ class Verdict(Reply):
     reason: str
 
 
-class Verdicts(Reply):
-    verdicts: list[Verdict]
-
-    @model_validator(mode="after")
-    def _one_verdict_per_statement(self, info: ValidationInfo) -> Verdicts:
-        check_count(self.verdicts, info, "statements", "verdicts", "verdict", "statement")
-        return self
+@functools.cache
+def verdicts_reply(statements: int) -> type[Reply]:
+    """The verdicts step's reply schema for one request: exactly one verdict per statement, keyed by
+    the statement's position."""
+    return create_model(
+        "Verdicts", __base__=Reply, verdicts=(per_position("StatementVerdicts", Verdict, statements), ...)
+    )
 
 
 def score(verdicts: list[Verdict], uncertainty_weight: float = 0.5, scale: float = 1.0) -> float:
@@ -95,8 +96,6 @@ class AnswerRelevancy(ItemScorer):
         self.prompts.render("verdicts", input=sample.input, statements=["statement"])
 
     async def score_item(self, row: Row, output: str, ctx: Context) -> ScoreResult:
-        if not output.strip():
-            return ScoreResult(0.0, "The output is empty: no statement addresses the question: score 0.")
         if _ERROR_OUTPUT.match(output):
             return ScoreResult(0.0, "The output is an error message, not an answer: score 0.")
         llm = ctx.llm(self.settings)
@@ -110,11 +109,11 @@ class AnswerRelevancy(ItemScorer):
         if not statements:
             return ScoreResult(0.0, "The output contains no statements: score 0.", steps)
         messages = self.prompts.render("verdicts", input=row.input, statements=statements)
-        judged = await llm.structured("verdicts", messages, Verdicts, context={"statements": len(statements)})
+        judged = await llm.structured("verdicts", messages, verdicts_reply(len(statements)))
         steps.append(judged)
         if not judged.ok or judged.reply is None:
             return ScoreResult.unscored(f"verdicts: {judged.error}", steps)
-        verdicts = Verdicts.model_validate(judged.reply).verdicts
+        verdicts = [Verdict.model_validate(v) for v in in_order(judged.reply["verdicts"])]
         value = score(verdicts, self.uncertainty_weight, self.scale)
         details = {
             "statements": statements,

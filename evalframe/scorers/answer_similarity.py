@@ -7,10 +7,11 @@ Steps: extract semantic units of the output and of the ground truth -> analyse e
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationInfo, model_validator
+from pydantic import BaseModel, ConfigDict, create_model
 
 from evalframe.context import Context
 from evalframe.data import Row
@@ -18,7 +19,7 @@ from evalframe.errors import ConfigError
 from evalframe.llm import ModelSettings
 from evalframe.prompts import PromptSet
 from evalframe.results import ScoreResult, StepResult
-from evalframe.scorers import ItemScorer, Reply, check_count, no_truth, round_half_up
+from evalframe.scorers import ItemScorer, Reply, in_order, no_truth, per_position, position, round_half_up
 
 
 class Penalties(BaseModel):
@@ -37,9 +38,12 @@ class SemanticUnits(Reply):
     units: list[str]
 
 
+MatchType = Literal["exact", "semantic", "partial", "missing"]
+
+
 class Match(Reply):
     ground_truth_unit: str
-    match_type: Literal["exact", "semantic", "partial", "missing"]
+    match_type: MatchType
     output_unit: str | None
     explanation: str
 
@@ -51,14 +55,67 @@ class Contradiction(Reply):
 
 
 class Analysis(Reply):
+    """The analysis the score is computed from, with the units' texts (kept in each item's details)."""
+
     matches: list[Match]
     contradictions: list[Contradiction]
     extra_info: list[str]
 
-    @model_validator(mode="after")
-    def _one_match_per_unit(self, info: ValidationInfo) -> Analysis:
-        check_count(self.matches, info, "ground_truth_units", "matches", "entry", "ground-truth unit")
-        return self
+
+@functools.cache
+def analysis_reply(truth_units: int, output_units: int) -> type[Reply]:
+    """The analyze step's reply schema for one request: exactly one match per ground-truth unit (keyed
+    by its position), and units named by position, so an index can only name a unit that exists and
+    the judge never echoes (or misquotes) a unit's text."""
+    output_index: Any = position(output_units)  # types built at run time
+    truth_index: Any = position(truth_units)
+    match = create_model(
+        "UnitMatch",
+        __base__=Reply,
+        match_type=(MatchType, ...),
+        output_index=(output_index | None, ...),
+        explanation=(str, ...),
+    )
+    contradiction = create_model(
+        "UnitContradiction",
+        __base__=Reply,
+        output_index=(output_index, ...),
+        ground_truth_index=(truth_index, ...),
+        explanation=(str, ...),
+    )
+    return create_model(
+        "Analysis",
+        __base__=Reply,
+        matches=(per_position("Matches", match, truth_units), ...),
+        contradictions=(list[contradiction], ...),  # type: ignore[valid-type]  # built at run time
+        extra_info=(list[output_index], ...),
+    )
+
+
+def analysis_from_reply(
+    reply: Mapping[str, Any], truth_units: list[str], output_units: list[str]
+) -> Analysis:
+    """The judge's positions turned back into the units they name."""
+    return Analysis(
+        matches=[
+            Match(
+                ground_truth_unit=truth,
+                match_type=m["match_type"],
+                output_unit=None if m["output_index"] is None else output_units[m["output_index"]],
+                explanation=m["explanation"],
+            )
+            for truth, m in zip(truth_units, in_order(reply["matches"]), strict=True)
+        ],
+        contradictions=[
+            Contradiction(
+                output_unit=output_units[c["output_index"]],
+                ground_truth_unit=truth_units[c["ground_truth_index"]],
+                explanation=c["explanation"],
+            )
+            for c in reply["contradictions"]
+        ],
+        extra_info=[output_units[i] for i in reply["extra_info"]],
+    )
 
 
 class Reason(Reply):
@@ -173,18 +230,12 @@ class AnswerSimilarity(ItemScorer):
             return missing
         assert truth is not None  # no_truth() answered otherwise
         llm = ctx.llm(self.settings)
-        output_step: StepResult | None = None
-        if output.strip():
-            output_step, truth_step = await asyncio.gather(
-                self._extract(output, ctx), self._extract(truth, ctx)
-            )
-        else:
-            truth_step = await self._extract(truth, ctx)
-        steps = [s for s in (output_step, truth_step) if s is not None]
+        output_step, truth_step = await asyncio.gather(self._extract(output, ctx), self._extract(truth, ctx))
+        steps = [output_step, truth_step]
         failed = next((s for s in steps if not s.ok), None)
         if failed:
             return ScoreResult.unscored(f"{failed.step}: {failed.error}", steps)
-        output_units = output_step.reply["units"] if output_step and output_step.reply else []
+        output_units = output_step.reply["units"] if output_step.reply else []
         truth_units = truth_step.reply["units"] if truth_step.reply else []
         if not truth_units:
             return ScoreResult(0.0, "The ground truth has no semantic units: score 0.", steps)
@@ -196,7 +247,7 @@ class AnswerSimilarity(ItemScorer):
                         ground_truth_unit=u,
                         match_type="missing",
                         output_unit=None,
-                        explanation="empty output",
+                        explanation="the output has no units",
                     )
                     for u in truth_units
                 ],
@@ -207,13 +258,12 @@ class AnswerSimilarity(ItemScorer):
             messages = self.prompts.render(
                 "analyze", input=row.input, ground_truth_units=truth_units, output_units=output_units
             )
-            analyze = await llm.structured(
-                "analyze", messages, Analysis, context={"ground_truth_units": len(truth_units)}
-            )
+            reply_model = analysis_reply(len(truth_units), len(output_units))
+            analyze = await llm.structured("analyze", messages, reply_model)
             steps.append(analyze)
             if not analyze.ok or analyze.reply is None:
                 return ScoreResult.unscored(f"analyze: {analyze.error}", steps)
-            analysis = Analysis.model_validate(analyze.reply)
+            analysis = analysis_from_reply(analyze.reply, truth_units, output_units)
         value = score(analysis, self.penalties, self.scale)
         reason = reason_from_analysis(analysis, value)
         if self.reason == "llm":

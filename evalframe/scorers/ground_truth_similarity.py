@@ -13,44 +13,41 @@ requests, and the cache stores them under one key).
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import ValidationInfo, model_validator
+from pydantic import BaseModel, create_model
 
 from evalframe.context import Context
 from evalframe.data import Row
 from evalframe.llm import ModelSettings
 from evalframe.prompts import PromptSet
 from evalframe.results import ScoreResult, StepResult
-from evalframe.scorers import ItemScorer, Reply, check_count, no_truth, round_half_up
+from evalframe.scorers import ItemScorer, Reply, in_order, no_truth, per_position, position, round_half_up
 from evalframe.scorers.answer_similarity import extract
 
 
-class Comparison(Reply):
+class Comparison(BaseModel):
+    """One reference statement's comparison, with its text (kept in each item's details)."""
+
     reference_statement: str
     response_index: int | None  # 0-based position of the response statement stating it; null: none
     explanation: str
 
 
-class Comparisons(Reply):
-    comparisons: list[Comparison]
-
-    @model_validator(mode="after")
-    def _one_per_reference_statement(self, info: ValidationInfo) -> Comparisons:
-        context = info.context or {}
-        check_count(
-            self.comparisons, info, "reference_statements", "comparisons", "entry", "reference statement"
-        )
-        responses = context.get("response_statements")
-        if responses is not None:
-            for c in self.comparisons:
-                if c.response_index is not None and not 0 <= c.response_index < responses:
-                    raise ValueError(
-                        f"response_index {c.response_index} is out of range: the response has {responses} "
-                        f"statements (0 to {responses - 1}); use null when none states it"
-                    )
-        return self
+@functools.cache
+def comparisons_reply(reference_statements: int, response_statements: int) -> type[Reply]:
+    """The compare step's reply schema for one request: exactly one entry per reference statement
+    (keyed by its position), each naming a response statement that exists, or null."""
+    entry = create_model(
+        "StatementComparison",
+        __base__=Reply,
+        response_index=(position(response_statements) | None, ...),
+        explanation=(str, ...),
+    )
+    keyed = per_position("ReferenceComparisons", entry, reference_statements)
+    return create_model("Comparisons", __base__=Reply, comparisons=(keyed, ...))
 
 
 def score(comparisons: list[Comparison], response_statements: int, scale: float = 1.0) -> float:
@@ -113,9 +110,6 @@ class GroundTruthSimilarity(ItemScorer):
         if (missing := no_truth(truth)) is not None:
             return missing
         assert truth is not None  # no_truth() answered otherwise
-        if not output.strip():
-            # Nothing can match; the reference is not even extracted (no call for a known 0).
-            return ScoreResult(0.0, "The output is empty: it states none of the reference: score 0.")
         response_step, reference_step = await asyncio.gather(
             self._extract(output, ctx), self._extract(truth, ctx)
         )
@@ -132,12 +126,15 @@ class GroundTruthSimilarity(ItemScorer):
         messages = self.prompts.render(
             "compare", input=row.input, reference_statements=reference, response_statements=response
         )
-        context = {"reference_statements": len(reference), "response_statements": len(response)}
-        compare = await ctx.llm(self.settings).structured("compare", messages, Comparisons, context=context)
+        reply_model = comparisons_reply(len(reference), len(response))
+        compare = await ctx.llm(self.settings).structured("compare", messages, reply_model)
         steps.append(compare)
         if not compare.ok or compare.reply is None:
             return ScoreResult.unscored(f"compare: {compare.error}", steps)
-        comparisons = Comparisons.model_validate(compare.reply).comparisons
+        comparisons = [
+            Comparison(reference_statement=statement, **entry)
+            for statement, entry in zip(reference, in_order(compare.reply["comparisons"]), strict=True)
+        ]
         value = score(comparisons, len(response), self.scale)
         details["comparisons"] = [c.model_dump() for c in comparisons]
         return ScoreResult(value, reason_from_comparisons(comparisons, len(response), value), steps, details)

@@ -18,9 +18,9 @@ import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, create_model
+from pydantic import BaseModel, Field, WithJsonSchema, create_model
 
 from evalframe.context import Context
 from evalframe.data import Row
@@ -33,8 +33,9 @@ from evalframe.scorers import ItemScorer, Reply, round_half_up
 
 
 def _enum(names: list[str]) -> Any:
-    """Literal["a", "b", ...] built at run time: pydantic writes it as a JSON-schema enum."""
-    return Literal.__getitem__(tuple(names))
+    """Literal["a", "b", ...] built at run time, written as a JSON-schema enum (also for a single
+    name, which pydantic would write as `const`)."""
+    return Annotated[Literal.__getitem__(tuple(names)), WithJsonSchema({"type": "string", "enum": names})]
 
 
 def _weights(table: Any, key: str) -> dict[str, float]:
@@ -154,7 +155,14 @@ class Judge(ItemScorer):
         system: str | None = None,
         require_ground_truth: bool = True,
         scale: float = 1.0,
+        empty_output: str = "zero",
     ):
+        if empty_output not in ("zero", "judge"):
+            raise ConfigError(
+                f"empty_output={empty_output!r} is not an option; use empty_output=zero (score 0, no call) "
+                "or empty_output=judge (the judge sees empty outputs too)"
+            )
+        self.empty_output = empty_output
         self.settings = ModelSettings.from_config(model)
         self.prompt = PromptFile(_prompt_path(prompt), "")
         self.system = PromptFile(_prompt_path(system), "") if system else None
