@@ -29,7 +29,7 @@ from evalframe import pipeline
 from evalframe.data import load_rows
 from tests.conftest import compose, fake_model
 from tests.scripted import ScriptedModel
-from tests.testserver import FakeLLMServer
+from tests.testserver import FakeLLMServer, constrained_decoder
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -233,7 +233,9 @@ def test_each_command_runs_as_written(
     config = compose(overrides)  # exactly as typed: a bad key or group fails here
     if skipped:
         return
-    # The judge, wherever the command points it, is the scripted model; a few rows keep it quick.
+    # The judge, wherever the command points it, is the scripted model answering anything its reply
+    # schema allows (a constrained decoder, knowing nothing of our prompts); a few rows keep it quick.
+    scripted.responder = constrained_decoder(seed=block.line)
     judged = [*overrides, *fake_model(scripted)[1:], "tracking=none", "dataset.limit=4"]
     if config["target"].get("model"):
         judged += [o.replace("model.", "target.model.", 1) for o in fake_model(scripted)[1:]]
