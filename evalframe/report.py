@@ -68,6 +68,10 @@ def summary(s: Summary, saved: Path) -> None:
     console.print(_table(f"evalframe: {s.count} items", COLUMNS, rows))
     if s.agreement:
         console.print(_table("agreement with the human scores", ("scorer", *AGREEMENT), s.agreement_rows()))
+    if s.judge_rows():
+        console.print(_table("judges", ("scorer", "judge", "mean", "unscored"), s.judge_rows()))
+    for line in s.panel_lines():
+        console.print(line, markup=False, highlight=False)
     console.print(f"{s.totals()}; results: {saved}")
 
 

@@ -5,7 +5,7 @@ this one number formatter, so they never disagree on a figure or on how it is wr
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from evalframe.agreement import METRICS as AGREEMENT
@@ -30,10 +30,52 @@ class Summary:
     agreement: dict[str, dict[str, float]]  # scorer -> agreement metric -> value (human scores only)
     usage: Usage
     stats: Stats
+    panel: dict[str, float] = field(default_factory=dict)  # judges and repeats: RunResult._panel_metrics
+    unstable: dict[str, list[tuple[str, float]]] = field(default_factory=dict)  # scorer -> (id, std)
 
     @classmethod
     def of(cls, result: RunResult) -> Summary:
-        return cls(result.count, result.summaries, result.agreement, result.usage, result.stats)
+        panel = {
+            k: v
+            for k, v in result.metrics().items()
+            if "/judge" in k or k.endswith(("/repeat_std", "/unstable"))
+        }
+        unstable = {name: result.unstable(name) for name in result.scorers if f"{name}/repeat_std" in panel}
+        return cls(
+            result.count, result.summaries, result.agreement, result.usage, result.stats, panel, unstable
+        )
+
+    def judge_rows(self) -> list[list[str]]:
+        """One row per judge of a panel, cells as ("scorer", "judge", "mean", "unscored")."""
+        rows = []
+        for key, value in self.panel.items():
+            name, _, rest = key.partition("/judge/")
+            if rest.endswith("/mean"):
+                label = rest.removesuffix("/mean")
+                unscored = self.panel.get(f"{name}/judge/{label}/unscored", 0.0)
+                rows.append([name, label, fmt(value), fmt(int(unscored))])
+        return rows
+
+    def panel_lines(self) -> list[str]:
+        """How far a panel's judges agree, and how stable repeated judgments are, in words."""
+        lines = []
+        for name in self.scorers:
+            alpha = self.panel.get(f"{name}/judge_agreement/alpha", math.nan)
+            rho = self.panel.get(f"{name}/judge_agreement/spearman", math.nan)
+            if f"{name}/judge_agreement/n" in self.panel:
+                n = int(self.panel[f"{name}/judge_agreement/n"])
+                lines.append(
+                    f"{name}: the judges agree with Krippendorff's alpha {fmt(alpha)} and a mean pairwise "
+                    f"Spearman {fmt(rho)} over {n} items"
+                )
+            if f"{name}/repeat_std" in self.panel:
+                share = self.panel[f"{name}/unstable"]
+                worst = ", ".join(f"{i} (std {std:.2f})" for i, std in self.unstable.get(name, []))
+                lines.append(
+                    f"{name}: repeats differ by a std of {fmt(self.panel[f'{name}/repeat_std'])} per item; "
+                    f"{share:.0%} of items unstable" + (f"; most unstable: {worst}" if worst else "")
+                )
+        return lines
 
     def rows(self) -> list[list[str]]:
         """One row per scorer, cells as COLUMNS names them."""
@@ -64,7 +106,9 @@ class Summary:
                 "agreement with the human scores",
                 *_aligned([["scorer", *AGREEMENT], *self.agreement_rows()]),
             ]
-        return "\n".join(lines)
+        if self.judge_rows():
+            lines += ["judges", *_aligned([["scorer", "judge", "mean", "unscored"], *self.judge_rows()])]
+        return "\n".join([*lines, *self.panel_lines()])
 
     def means(self) -> dict[str, float]:
         return {name: s.mean for name, s in self.scorers.items()}
