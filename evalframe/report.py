@@ -53,7 +53,9 @@ def _table(title: str, columns: tuple[str, ...] | list[str], rows: list[list[str
     table = Table(title=title)
     for column in columns:
         # Names never fold: a cut scorer name cannot be told from another.
-        table.add_column(column, justify="left" if column in ("scorer", "job") else "right", no_wrap=True)
+        table.add_column(
+            column, justify="left" if column in ("scorer", "job", "judge") else "right", no_wrap=True
+        )
     for row in rows:
         table.add_row(*row)
     return table

@@ -17,11 +17,11 @@ from evalframe.journal import read_items
 from evalframe.panel import Aggregate, Panel
 from evalframe.rescore import replayed
 from evalframe.results import RunResult, ScoreResult
-from tests.conftest import compose
+from tests.conftest import compose, run_cli
 from tests.fake_judge import fenced, judge
 from tests.scripted import ScriptedModel
 from tests.test_judge import ROWS, factuality_responder
-from tests.testserver import FakeRequest, Fault
+from tests.testserver import FakeLLMServer, FakeRequest, Fault
 
 N = math.nan
 
@@ -232,13 +232,18 @@ def test_a_missing_key_of_any_judge_stops_the_run_before_any_call(
 # --- re-scoring costs no call, with a panel and with repeats -------------------------------------
 
 
-def as_judges(request: FakeRequest) -> Any:
-    """Judge a is the literal-minded fake judge; judge b calls every unit it finds only a partial match."""
+def partial_judge(request: FakeRequest) -> Any:
+    """The literal-minded fake judge, except that every unit it finds is only a partial match."""
     reply = judge(request)
-    if request.model == "judge-b" and isinstance(reply, dict) and "matches" in reply:
+    if isinstance(reply, dict) and "matches" in reply:
         for m in reply["matches"]:
             m["match_type"] = "partial" if m["match_type"] != "missing" else "missing"
     return reply
+
+
+def as_judges(request: FakeRequest) -> Any:
+    """Judge a is the literal-minded fake judge, judge b its partial-match variant."""
+    return partial_judge(request) if request.model == "judge-b" else judge(request)
 
 
 @pytest.mark.parametrize(
@@ -326,3 +331,63 @@ def test_semantic_similarity_takes_majority_and_consensus() -> None:
     assert agreed.score == pytest.approx(0.6667, abs=1e-4)
     apart: ScoreResult = SemanticSimilarity(models, aggregate="consensus")._one("a", "b", steps)
     assert not apart.scored and "spread 0.50 > tolerance 0.2 (m1 0.90, m2 0.40, m3 0.70)" in apart.reason
+
+
+# --- from the command line, against the local test server, logged to MLflow -----------------------
+
+
+def logged(tmp_path: Path, name: str) -> tuple[dict[str, float], list[dict[str, Any]], dict[str, Any]]:
+    """The newest run in tmp_path/mlflow.db: its metrics, its results.jsonl items and its items.json."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("evalframe")
+    assert experiment is not None
+    run = client.search_runs([experiment.experiment_id], order_by=["attributes.start_time DESC"])[0]
+    folder = tmp_path / name
+    items = Path(client.download_artifacts(run.info.run_id, "results.jsonl", str(folder))).read_text()
+    table = json.loads(
+        Path(client.download_artifacts(run.info.run_id, "items.json", str(folder))).read_text()
+    )
+    return run.data.metrics, [json.loads(line) for line in items.splitlines()], table
+
+
+def per_judge(items: list[dict[str, Any]], scorer: str, label: str) -> list[float]:
+    """Each item's score by one judge, from results.jsonl (NaN where no judge was asked)."""
+    scores = []
+    for item in items:
+        mine = [j["score"] for j in item["scores"][scorer]["judgments"] if j["judge"] == label]
+        scores.append(sum(mine) / len(mine) if mine else math.nan)
+    return scores
+
+
+@pytest.mark.slow
+def test_a_panel_of_two_judges_on_two_servers_from_the_command_line(tmp_path: Path) -> None:
+    with FakeLLMServer(responder=judge) as literal, FakeLLMServer(responder=partial_judge) as partial:
+        entries = ", ".join(
+            f"{{name: openai/judge, api_base: '{server.openai_base}', api_key_env: null, label: {label}}}"
+            for server, label in ((literal, "literal"), (partial, "partial"))
+        )
+        args = ["scorer=answer_similarity", f"scorers.answer_similarity.models=[{entries}]"]
+        done = run_cli(args, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert literal.count() > 0 and partial.count() > 0
+    assert "answer_similarity: the judges agree with Krippendorff's alpha" in done.stdout
+    metrics, items, table = logged(tmp_path, "panel")
+    mean = {label: metrics[f"answer_similarity/judge/{label}/mean"] for label in ("literal", "partial")}
+    assert mean["partial"] < mean["literal"]  # partial matches earn less than exact and semantic ones
+    literal_scores = per_judge(items, "answer_similarity", "literal")
+    partial_scores = per_judge(items, "answer_similarity", "partial")
+    assert metrics["answer_similarity/judge_agreement/alpha"] == pytest.approx(
+        krippendorff_alpha([literal_scores, partial_scores])
+    )
+    assert -1 <= metrics["answer_similarity/judge_agreement/spearman"] <= 1
+    assert metrics["answer_similarity/judge_agreement/n"] == len(items)
+    assert metrics["answer_similarity/mean"] == pytest.approx(
+        sum(item["scores"]["answer_similarity"]["score"] for item in items) / len(items)
+    )
+    columns = table["columns"]
+    assert (
+        "answer_similarity/judge/literal/score" in columns
+        and "answer_similarity/judge/partial/reason" in columns
+    )
