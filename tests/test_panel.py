@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -391,3 +392,43 @@ def test_a_panel_of_two_judges_on_two_servers_from_the_command_line(tmp_path: Pa
         "answer_similarity/judge/literal/score" in columns
         and "answer_similarity/judge/partial/reason" in columns
     )
+
+
+def readme_command(marker: str) -> list[str]:
+    """The arguments of the README's `python -m evalframe ...` line containing `marker`, as written."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    [line] = [x for x in readme.splitlines() if x.startswith("python -m evalframe ") and marker in x]
+    return shlex.split(line)[3:]
+
+
+@pytest.mark.slow
+def test_the_readmes_panel_and_repeats_examples_run_as_written(
+    judge_server: FakeLLMServer, tmp_path: Path
+) -> None:
+    # The presets' providers answered by the local server: LiteLLM reads their base URLs from the
+    # environment, so the commands run exactly as the README writes them.
+    env = {"OPENAI_BASE_URL": judge_server.openai_base, "ANTHROPIC_BASE_URL": judge_server.base_url}
+    keys = {"OPENAI_API_KEY": "sk-test", "ANTHROPIC_API_KEY": "sk-ant-test"}
+    panel = readme_command("models=[gpt,claude]")
+
+    no_claude = run_cli(panel, cwd=tmp_path, env={**env, "OPENAI_API_KEY": "sk-test"})
+    assert no_claude.returncode == 2 and "ANTHROPIC_API_KEY is not set" in no_claude.stderr
+    assert judge_server.count() == 0 and not list(tmp_path.glob("outputs/*/*/results.jsonl"))
+
+    done = run_cli(panel, cwd=tmp_path, env={**env, **keys})
+    assert done.returncode == 0, done.stderr
+    assert {r.protocol for r in judge_server.requests} == {"openai", "anthropic"}
+    metrics, _, _ = logged(tmp_path, "panel")
+    assert {"answer_similarity/judge/gpt/mean", "answer_similarity/judge/claude/mean"} <= metrics.keys()
+    assert metrics["answer_similarity/judge_agreement/alpha"] == 1.0  # the same fake judge behind both
+
+    judge_server.reset()
+    judge_server.responder = lambda r: factuality_responder(r) if "choice" in str(r.schema) else judge(r)
+    repeated = run_cli(readme_command("repeats=3"), cwd=tmp_path, env={**env, **keys})
+    assert repeated.returncode == 0, repeated.stderr
+    assert {r.body.get("seed") for r in judge_server.requests} == {None, 1, 2}
+    assert judge_server.count() == 3 * len({json.dumps(r.messages) for r in judge_server.requests})
+    metrics, items, _ = logged(tmp_path, "repeats")
+    assert metrics["factuality/repeat_std"] == 0.0 and metrics["factuality/unstable"] == 0.0
+    assert all(len(i["scores"]["factuality"]["judgments"]) == 3 for i in items)
+    assert "0% of items unstable" in repeated.stdout
