@@ -48,12 +48,12 @@ class Summary:
     def judge_rows(self) -> list[list[str]]:
         """One row per judge of a panel, cells as ("scorer", "judge", "mean", "unscored")."""
         rows = []
-        for key, value in self.panel.items():
+        for key, unscored in self.panel.items():
             name, _, rest = key.partition("/judge/")
-            if rest.endswith("/mean"):
-                label = rest.removesuffix("/mean")
-                unscored = self.panel.get(f"{name}/judge/{label}/unscored", 0.0)
-                rows.append([name, label, fmt(value), fmt(int(unscored))])
+            if rest.endswith("/unscored"):  # every judge has one; a judge that always failed has no mean
+                label = rest.removesuffix("/unscored")
+                mean = self.panel.get(f"{name}/judge/{label}/mean", math.nan)
+                rows.append([name, label, fmt(mean), fmt(int(unscored))])
         return rows
 
     def panel_lines(self) -> list[str]:

@@ -221,6 +221,20 @@ def test_consensus_and_majority_over_judges(scripted: ScriptedModel, tmp_path: P
     }
 
 
+def test_the_python_api_takes_a_panel(scripted: ScriptedModel, tmp_path: Path) -> None:
+    from evalframe import evaluate
+
+    scripted.responder = two_judges
+    rows = [{"id": i, "input": "Question?", "ground_truth": gt, "output": out} for i, gt, out in ROWS]
+    judges = [{"name": A, "label": "a", "api_key_env": None}, {"name": B, "label": "b", "api_key_env": None}]
+    result = evaluate(
+        rows, {"factuality": {"models": judges, "aggregate": "max"}}, output_dir=tmp_path / "api"
+    )
+    assert result.mean("factuality") == 1.0  # judge b says "same" everywhere
+    assert result.result.metrics()["factuality/judge/a/mean"] == pytest.approx(0.5)
+    assert "factuality/judge/b/score" in result.items
+
+
 def test_a_missing_key_of_any_judge_stops_the_run_before_any_call(
     scripted: ScriptedModel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -275,6 +289,11 @@ def test_penalty_sweeps_and_rescore_cost_no_calls(
     assert scripted.count() == asked
     assert rescored.means == second.means
     assert rescored.metrics().keys() == second.metrics().keys()
+    # Another way to combine the same judgments is a re-score too.
+    config = compose([*base, "scorers.answer_similarity.aggregate=min", "cache.mode=off"])
+    lowest, _ = pipeline.evaluate(config, tmp_path / "lowest", given=replayed(old, "run"))
+    assert scripted.count() == asked
+    assert lowest.means["answer_similarity"] <= first.means["answer_similarity"]
 
 
 # --- repeats ---------------------------------------------------------------------------------
@@ -372,9 +391,14 @@ def test_a_panel_of_two_judges_on_two_servers_from_the_command_line(tmp_path: Pa
         args = ["scorer=answer_similarity", f"scorers.answer_similarity.models=[{entries}]"]
         done = run_cli(args, cwd=tmp_path)
         assert done.returncode == 0, done.stderr
-        assert literal.count() > 0 and partial.count() > 0
+        asked = (literal.count(), partial.count())
+        assert min(asked) > 0
+        metrics, items, table = logged(tmp_path, "panel")
+        # A penalty sweep over the panel: every job re-scores the cached judgments, no request.
+        sweep = run_cli(["-m", *args, "penalties.missing=0.05,0.5", "tracking=none"], cwd=tmp_path)
+        assert sweep.returncode == 0, sweep.stderr
+        assert (literal.count(), partial.count()) == asked
     assert "answer_similarity: the judges agree with Krippendorff's alpha" in done.stdout
-    metrics, items, table = logged(tmp_path, "panel")
     mean = {label: metrics[f"answer_similarity/judge/{label}/mean"] for label in ("literal", "partial")}
     assert mean["partial"] < mean["literal"]  # partial matches earn less than exact and semantic ones
     literal_scores = per_judge(items, "answer_similarity", "literal")
