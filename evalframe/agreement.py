@@ -51,8 +51,71 @@ def agreement(
     return out
 
 
+def krippendorff_alpha(ratings: Sequence[Sequence[float]]) -> float:
+    """Krippendorff's alpha at the interval level: 1 - observed / expected disagreement, over the
+    units (columns) that at least two raters (rows) scored; NaN marks a missing score. 1 is perfect
+    agreement, 0 what chance gives, below 0 systematic disagreement; NaN when it is undefined (fewer
+    than two pairable scores, or every score the same).
+
+    Written out rather than taken from the `krippendorff` package, which is GPL-licensed; checked
+    against Krippendorff's own worked example (tests/test_panel.py).
+    """
+    import numpy as np
+
+    data = np.asarray(ratings, dtype=float)
+    units = [col[~np.isnan(col)] for col in data.T]
+    units = [u for u in units if len(u) > 1]  # a unit scored once has nothing to agree with
+    if not units:
+        return math.nan
+    values = np.concatenate(units)
+    n = len(values)
+    # Observed: within each unit, every ordered pair's squared difference, weighted 1 / (m_u - 1).
+    observed = sum(((u[:, None] - u[None, :]) ** 2).sum() / (len(u) - 1) for u in units) / n
+    # Expected: the same over every ordered pair of pairable values, whichever units they are in.
+    expected = ((values[:, None] - values[None, :]) ** 2).sum() / (n * (n - 1))
+    return math.nan if expected == 0 else float(1 - observed / expected)
+
+
+def between_judges(judges: Mapping[str, Sequence[float]]) -> dict[str, float]:
+    """How far a panel's judges agree with each other on the items they were asked about:
+    Krippendorff's alpha (interval) and the mean Spearman correlation over every pair of judges."""
+    from scipy import stats
+
+    ratings = [list(scores) for scores in judges.values()]
+    out = {
+        "alpha": krippendorff_alpha(ratings),
+        "n": float(sum(sum(not math.isnan(r[i]) for r in ratings) > 1 for i in range(len(ratings[0])))),
+    }
+    correlations = []
+    with warnings.catch_warnings():  # a constant judge has no rank correlation: left out
+        warnings.simplefilter("ignore")
+        for a in range(len(ratings)):
+            for b in range(a + 1, len(ratings)):
+                both = [
+                    (x, y)
+                    for x, y in zip(ratings[a], ratings[b], strict=True)
+                    if not (math.isnan(x) or math.isnan(y))
+                ]
+                if len(both) > 1:
+                    rho = float(stats.spearmanr(*zip(*both, strict=True)).statistic)
+                    if not math.isnan(rho):
+                        correlations.append(rho)
+    out["spearman"] = sum(correlations) / len(correlations) if correlations else math.nan
+    return out
+
+
 def with_agreement(result: RunResult, config: Mapping[str, Any]) -> RunResult:
-    """Compare every scorer with the dataset's human scores, when it has them."""
+    """Compare every scorer with the dataset's human scores, when it has them, and a panel's judges
+    with each other."""
+    for name, judges in result.judges.items():
+        if len(judges) > 1:
+            asked = result.judged[name]
+            result.judge_agreement[name] = between_judges(
+                {
+                    label: [s for s, a in zip(scores, asked, strict=True) if a]
+                    for label, scores in judges.items()
+                }
+            )
     human = list(result.human)
     if all(math.isnan(h) for h in human):
         return result

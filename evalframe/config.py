@@ -51,4 +51,17 @@ def resolve(cfg: DictConfig) -> dict[str, Any]:
             f"cache={config['cache']}: choose the mode with cache.mode={config['cache']} "
             f"({', '.join(MODES)}); the folder is cache.dir"
         )
+    _repeats_reach_every_judge(config)
     return config
+
+
+def _repeats_reach_every_judge(config: dict[str, Any]) -> None:
+    """`repeats=N` reaches a judge through `repeats: ${repeats}` in its config file, as `model` does:
+    a judge of the user's own without that line would silently judge once."""
+    repeats = config.get("repeats", 1)
+    for name, spec in (config.get("scorers") or {}).items():
+        if repeats != 1 and isinstance(spec, dict) and "model" in spec and "repeats" not in spec:
+            raise ConfigError(
+                f"repeats={repeats}, but scorers.{name} has no repeats key: add `repeats: ${{repeats}}` "
+                f"to its config file (as the bundled judges have), or set +scorers.{name}.repeats={repeats}"
+            )

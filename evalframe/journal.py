@@ -15,7 +15,16 @@ from typing import Any, TextIO
 
 from evalframe.errors import ConfigError
 from evalframe.redaction import redact, redact_overrides
-from evalframe.results import ItemResult, Objective, ScoreResult, StepResult, Usage, Verdict, to_jsonable
+from evalframe.results import (
+    ItemResult,
+    Judgment,
+    Objective,
+    ScoreResult,
+    StepResult,
+    Usage,
+    Verdict,
+    to_jsonable,
+)
 
 RESULTS = "results.jsonl"
 LOGGED = "mlflow_run_id"  # in run.json once the run is in MLflow
@@ -46,6 +55,10 @@ def item_from_json(d: dict[str, Any]) -> ItemResult:
             steps=[_step(s) for s in r.get("steps", [])],
             details=r.get("details") or {},
             error=r.get("error"),
+            judgments=[
+                Judgment(**{**j, "score": float("nan") if j["score"] is None else j["score"]})
+                for j in r.get("judgments") or []
+            ],
         )
         for name, r in d.get("scores", {}).items()
     }

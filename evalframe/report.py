@@ -78,7 +78,7 @@ def progress(total: int, stats: Stats) -> Iterator[Callable[[], None]]:
 def _table(title: str, columns: tuple[str, ...] | list[str], rows: list[list[str]]) -> Table:
     table = Table(title=title)
     for column in columns:
-        if column in ("scorer", "job"):
+        if column in ("scorer", "job", "judge"):
             # On a narrow terminal a name folds onto a second line rather than being cut (a cut scorer
             # name, answer_relevan…, cannot be told from another); numbers never fold.
             table.add_column(column, justify="left", overflow="fold", min_width=8)
@@ -98,6 +98,10 @@ def summary(s: Summary, saved: Path) -> None:
     console.print(_table(f"evalframe: {s.count} items", COLUMNS, rows))
     if s.agreement:
         console.print(_table("agreement with the human scores", ("scorer", *AGREEMENT), s.agreement_rows()))
+    if s.judge_rows():
+        console.print(_table("judges", ("scorer", "judge", "mean", "unscored"), s.judge_rows()))
+    for line in s.panel_lines():
+        console.print(line, markup=False, highlight=False)
     console.print(f"{s.totals()}; results: {saved}")
     unscored(s, saved)
 

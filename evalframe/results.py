@@ -63,6 +63,17 @@ class StepResult:
 
 
 @dataclass
+class Judgment:
+    """One judge's verdict on one item in one repeat: what a panel of judges, or repeats, aggregate."""
+
+    judge: str  # the judge's label: its preset's name (gpt), else its model's
+    repeat: int  # 0-based
+    score: float  # NaN: this judge failed on the item in this repeat (error says why)
+    reason: str
+    error: str | None = None
+
+
+@dataclass
 class ScoreResult:
     """One scorer's verdict on one item. score is NaN when the item could not be scored."""
 
@@ -71,6 +82,9 @@ class ScoreResult:
     steps: list[StepResult] = field(default_factory=list)
     details: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
+    # Every judgment the score aggregates (several judges, or repeats), in judge then repeat order;
+    # empty when the score is one judgment (one judge asked once) or needed no judge at all.
+    judgments: list[Judgment] = field(default_factory=list)
 
     @property
     def scored(self) -> bool:
@@ -87,6 +101,23 @@ class ScoreResult:
     @classmethod
     def unscored(cls, error: str, steps: list[StepResult] | None = None) -> ScoreResult:
         return cls(score=math.nan, reason=f"unscored: {error}", steps=steps or [], error=error)
+
+    def by_judge(self) -> dict[str, list[float]]:
+        """Each judge's scores on this item, one per repeat (NaN where it failed)."""
+        found: dict[str, list[float]] = {}
+        for j in self.judgments:
+            found.setdefault(j.judge, []).append(j.score)
+        return found
+
+    def repeat_std(self) -> float:
+        """How much the repeats of one judge differ on this item: the population standard deviation of
+        each judge's scored repeats, averaged over the judges; NaN without repeats to compare."""
+        spreads = [
+            statistics.pstdev(scored)
+            for scores in self.by_judge().values()
+            if len(scored := [s for s in scores if not math.isnan(s)]) > 1
+        ]
+        return statistics.fmean(spreads) if spreads else math.nan
 
 
 @dataclass
@@ -220,6 +251,13 @@ class RunResult:
     scores: dict[str, array[float]] = field(default_factory=dict, init=False)  # NaN: unscored
     human: array[float] = field(default_factory=lambda: array("d"), init=False)  # NaN: none
     usage: Usage = field(default_factory=Usage, init=False)
+    # Panels and repeats (evalframe.panel), per scorer and item: each judge's score (the mean of its
+    # repeats; NaN where it failed; the item's own score where no judge had to be asked), whether
+    # judges were asked (their agreement counts only those items), and the spread of the repeats.
+    judges: dict[str, dict[str, array[float]]] = field(default_factory=dict, init=False)
+    judged: dict[str, array[int]] = field(default_factory=dict, init=False)
+    spread: dict[str, array[float]] = field(default_factory=dict, init=False)  # NaN: no repeats
+    judge_agreement: dict[str, dict[str, float]] = field(default_factory=dict)  # scorer -> alpha, spearman
     _costs: dict[str, float] = field(default_factory=dict, init=False)
     # the first SHOWN_UNSCORED unscored items per scorer, also when `keep` caps `items`
     unscored: dict[str, list[Unscored]] = field(default_factory=dict, init=False)
@@ -228,14 +266,27 @@ class RunResult:
         given, self.items = self.items, []
         for name in self.scorers:
             self.scores[name], self._costs[name], self.unscored[name] = array("d"), 0.0, []
+            self.judges[name], self.judged[name], self.spread[name] = {}, array("b"), array("d")
         for item in given:
             self.add(item)
+
+    def _add_judgments(self, name: str, result: ScoreResult) -> None:
+        judges, by_judge = self.judges[name], result.by_judge()
+        for label in [label for label in by_judge if label not in judges]:  # first seen on this item
+            earlier = zip(self.scores[name], self.judged[name], strict=True)
+            judges[label] = array("d", (math.nan if asked else score for score, asked in earlier))
+        for label, scores in judges.items():
+            own = [s for s in by_judge.get(label, []) if not math.isnan(s)]
+            scores.append(statistics.fmean(own) if own else math.nan if by_judge else result.score)
+        self.judged[name].append(bool(by_judge))
+        self.spread[name].append(result.repeat_std())
 
     def add(self, item: ItemResult) -> None:
         """Count one finished item in the aggregates (and keep it, unless `keep` items are kept)."""
         self.count += 1
         for name in self.scorers:
             result = item.scores[name]
+            self._add_judgments(name, result)
             self.scores[name].append(result.score)
             if not result.scored and len(self.unscored[name]) < SHOWN_UNSCORED:
                 self.unscored[name].append(Unscored.of(item.id, result))
@@ -267,11 +318,38 @@ class RunResult:
             for key, value in metrics.items():
                 if not math.isnan(value):
                     out[f"{name}/agreement/{key}"] = value
+        out.update(self._panel_metrics())
         usage = self.usage
         out["usage/prompt_tokens"] = float(usage.prompt_tokens)
         out["usage/completion_tokens"] = float(usage.completion_tokens)
         out["usage/cost"] = usage.cost
         return out
+
+    def _panel_metrics(self) -> dict[str, float]:
+        """`<scorer>/judge/<label>/{mean,unscored}` (two or more judges), `<scorer>/judge_agreement/*`,
+        and for repeats `<scorer>/repeat_std` (mean per-item std) and `<scorer>/unstable` (share of
+        items whose repeats do not all give the same score)."""
+        out: dict[str, float] = {}
+        for name, judges in self.judges.items():
+            for label, scores in judges.items() if len(judges) > 1 else ():
+                s = ScorerSummary.of_scores(scores, 0.0)
+                if not math.isnan(s.mean):
+                    out[f"{name}/judge/{label}/mean"] = s.mean
+                out[f"{name}/judge/{label}/unscored"] = float(s.unscored)
+        for name, metrics in self.judge_agreement.items():
+            out.update({f"{name}/judge_agreement/{k}": v for k, v in metrics.items() if not math.isnan(v)})
+        for name, spreads in self.spread.items():
+            measured = [v for v in spreads if not math.isnan(v)]
+            if measured:
+                out[f"{name}/repeat_std"] = statistics.fmean(measured)
+                out[f"{name}/unstable"] = sum(v > 1e-9 for v in measured) / len(measured)
+        return out
+
+    def unstable(self, name: str, limit: int = 5) -> list[tuple[str, float]]:
+        """The kept items whose repeats differ most under scorer `name`: (id, repeat std), largest first."""
+        spreads = [(i.id, i.scores[name].repeat_std()) for i in self.items if name in i.scores]
+        moved = [(i, v) for i, v in spreads if not math.isnan(v) and v > 1e-9]
+        return sorted(moved, key=lambda p: -p[1])[:limit]
 
     def table(self) -> dict[str, list[Any]]:
         """Per-item results as columns (one row per item): what MLflow's table view shows."""
@@ -294,7 +372,26 @@ class RunResult:
                 columns[f"{name}/raw_reply"].append(failed.raw if failed else None)
                 columns[f"{name}/cost"].append(r.usage.cost)
                 columns[f"{name}/latency"].append(round(r.latency, 3))
+        self._judgment_columns(columns)
         return columns
+
+    def _judgment_columns(self, columns: dict[str, list[Any]]) -> None:
+        """Each judge's score (its repeats' mean) and first reason per item, and the repeats' spread."""
+        for name in self.scorers:
+            labels = list(dict.fromkeys(j.judge for i in self.items for j in i.scores[name].judgments))
+            repeated = any(not math.isnan(i.scores[name].repeat_std()) for i in self.items)
+            for label in labels if len(labels) > 1 else ():
+                scores, reasons = [], []
+                for item in self.items:
+                    mine = [j for j in item.scores[name].judgments if j.judge == label]
+                    scored = [j for j in mine if not math.isnan(j.score)]
+                    scores.append(statistics.fmean(j.score for j in scored) if scored else None)
+                    reasons.append((scored or mine)[0].reason if mine else None)
+                columns[f"{name}/judge/{label}/score"] = scores
+                columns[f"{name}/judge/{label}/reason"] = reasons
+            if repeated:
+                stds = [i.scores[name].repeat_std() for i in self.items]
+                columns[f"{name}/repeat_std"] = [None if math.isnan(v) else round(v, 4) for v in stds]
 
 
 def to_jsonable(obj: Any) -> Any:

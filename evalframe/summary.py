@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
@@ -33,11 +33,26 @@ class Summary:
     usage: Usage
     stats: Stats
     unscored: dict[str, list[Unscored]]  # scorer -> its first unscored items
+    panel: dict[str, float] = field(default_factory=dict)  # judges and repeats: RunResult._panel_metrics
+    unstable: dict[str, list[tuple[str, float]]] = field(default_factory=dict)  # scorer -> (id, std)
 
     @classmethod
     def of(cls, result: RunResult) -> Summary:
+        panel = {
+            k: v
+            for k, v in result.metrics().items()
+            if "/judge" in k or k.endswith(("/repeat_std", "/unstable"))
+        }
+        unstable = {name: result.unstable(name) for name in result.scorers if f"{name}/repeat_std" in panel}
         return cls(
-            result.count, result.summaries, result.agreement, result.usage, result.stats, result.unscored
+            result.count,
+            result.summaries,
+            result.agreement,
+            result.usage,
+            result.stats,
+            result.unscored,
+            panel,
+            unstable,
         )
 
     def unscored_rows(self) -> list[tuple[str, Unscored]]:
@@ -50,6 +65,38 @@ class Summary:
         return {
             n: s.unscored - listed.get(n, 0) for n, s in self.scorers.items() if s.unscored > listed.get(n, 0)
         }
+
+    def judge_rows(self) -> list[list[str]]:
+        """One row per judge of a panel, cells as ("scorer", "judge", "mean", "unscored")."""
+        rows = []
+        for key, unscored in self.panel.items():
+            name, _, rest = key.partition("/judge/")
+            if rest.endswith("/unscored"):  # every judge has one; a judge that always failed has no mean
+                label = rest.removesuffix("/unscored")
+                mean = self.panel.get(f"{name}/judge/{label}/mean", math.nan)
+                rows.append([name, label, fmt(mean), fmt(int(unscored))])
+        return rows
+
+    def panel_lines(self) -> list[str]:
+        """How far a panel's judges agree, and how stable repeated judgments are, in words."""
+        lines = []
+        for name in self.scorers:
+            alpha = self.panel.get(f"{name}/judge_agreement/alpha", math.nan)
+            rho = self.panel.get(f"{name}/judge_agreement/spearman", math.nan)
+            if f"{name}/judge_agreement/n" in self.panel:
+                n = int(self.panel[f"{name}/judge_agreement/n"])
+                lines.append(
+                    f"{name}: the judges agree with Krippendorff's alpha {fmt(alpha)} and a mean pairwise "
+                    f"Spearman {fmt(rho)} over {n} items"
+                )
+            if f"{name}/repeat_std" in self.panel:
+                share = self.panel[f"{name}/unstable"]
+                worst = ", ".join(f"{i} (std {std:.2f})" for i, std in self.unstable.get(name, []))
+                lines.append(
+                    f"{name}: repeats differ by a std of {fmt(self.panel[f'{name}/repeat_std'])} per item; "
+                    f"{share:.0%} of items unstable" + (f"; most unstable: {worst}" if worst else "")
+                )
+        return lines
 
     def rows(self) -> list[list[str]]:
         """One row per scorer, cells as COLUMNS names them."""
@@ -80,7 +127,9 @@ class Summary:
                 "agreement with the human scores",
                 *_aligned([["scorer", *AGREEMENT], *self.agreement_rows()]),
             ]
-        return "\n".join(lines)
+        if self.judge_rows():
+            lines += ["judges", *_aligned([["scorer", "judge", "mean", "unscored"], *self.judge_rows()])]
+        return "\n".join([*lines, *self.panel_lines()])
 
     def means(self) -> dict[str, float]:
         return {name: s.mean for name, s in self.scorers.items()}
@@ -122,12 +171,14 @@ def reasons(result: RunResult, items: list[Any] | None = None) -> str:
 
 
 def judges(config: Mapping[str, Any]) -> str:
-    """The judge models of a run's scorers, comma-separated ("none" for scorers that call no model)."""
-    scorers = config.get("scorers") or {}
-    names = sorted(
-        {str(s["model"].get("name")) for s in scorers.values() if isinstance(s, Mapping) and s.get("model")}
-    )
-    return ",".join(names) or "none"
+    """The judge models of a run's scorers (a panel's every one), comma-separated; "none" without."""
+    names = set()
+    for spec in (config.get("scorers") or {}).values():
+        if not isinstance(spec, Mapping):
+            continue
+        panel = [m if isinstance(m, str) else str(m.get("name")) for m in spec.get("models") or []]
+        names.update(panel or ([str(spec["model"]["name"])] if (spec.get("model") or {}).get("name") else []))
+    return ",".join(sorted(names)) or "none"
 
 
 def facts(config: Mapping[str, Any], result: RunResult) -> dict[str, str]:

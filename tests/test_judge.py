@@ -203,6 +203,7 @@ prompt: ???             # set on the command line: scorers.polite.prompt=$PWD/my
 require_ground_truth: false
 output: {type: number, min: 1, max: 5}
 model: ${model}
+repeats: ${repeats}
 """
 
 POLITE_PROMPT = """\

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, create_model
 from evalframe.context import Context
 from evalframe.data import Row
 from evalframe.llm import ModelSettings
+from evalframe.panel import Panel
 from evalframe.results import ScoreResult
 
 EMPTY_OUTPUT = "empty output"  # the reason of an empty output's 0
@@ -74,6 +75,24 @@ class ItemScorer(Scorer):
     @abstractmethod
     async def score_item(self, row: Row, output: str, ctx: Context) -> ScoreResult:
         """Score one item."""
+
+
+class JudgeScorer(ItemScorer):
+    """An LLM judge: its whole chain runs once per judge of its panel and per repeat (`models`,
+    `repeats`), and the item's score aggregates them (evalframe.panel); one judge asked once is the
+    plain case."""
+
+    panel: Panel
+
+    def models(self) -> list[ModelSettings]:
+        return self.panel.models()
+
+    async def score_item(self, row: Row, output: str, ctx: Context) -> ScoreResult:
+        return await self.panel.score(lambda settings: self.chain(row, output, ctx, settings))
+
+    @abstractmethod
+    async def chain(self, row: Row, output: str, ctx: Context, settings: ModelSettings) -> ScoreResult:
+        """Score one item with the judge `settings` describe."""
 
 
 class Reply(BaseModel):

@@ -17,9 +17,10 @@ from evalframe.context import Context
 from evalframe.data import Row
 from evalframe.errors import ConfigError
 from evalframe.llm import ModelSettings
+from evalframe.panel import Panel
 from evalframe.prompts import PromptSet
 from evalframe.results import ScoreResult
-from evalframe.scorers import ItemScorer, Reply, in_order, per_position, round_half_up
+from evalframe.scorers import JudgeScorer, Reply, in_order, per_position, round_half_up
 
 # An output that is an error message answers nothing; scoring its statements would reward noise.
 _ERROR_OUTPUT = re.compile(r"^\s*error\s*:", re.IGNORECASE)
@@ -70,7 +71,7 @@ def reason_from_verdicts(statements: list[str], verdicts: list[Verdict], value: 
     return " ".join(parts)
 
 
-class AnswerRelevancy(ItemScorer):
+class AnswerRelevancy(JudgeScorer):
     def __init__(
         self,
         model: Mapping[str, Any],
@@ -78,27 +79,28 @@ class AnswerRelevancy(ItemScorer):
         require_ground_truth: bool = False,
         scale: float = 1.0,
         prompt_dir: str | None = None,
+        models: list[Any] | None = None,
+        aggregate: str = "mean",
+        tolerance: float = 0.2,
+        repeats: int = 1,
     ):
         if not 0.0 <= uncertainty_weight <= 1.0:
             raise ConfigError(f"uncertainty_weight={uncertainty_weight} must be between 0 and 1")
-        self.settings = ModelSettings.from_config(model)
+        self.panel = Panel.of(model, models, aggregate, tolerance, repeats, "scorers.answer_relevancy")
         self.uncertainty_weight = uncertainty_weight
         self.require_ground_truth = require_ground_truth
         self.scale = scale
         self.prompts = PromptSet(prompt_dir, "answer_relevancy")
-
-    def models(self) -> list[ModelSettings]:
-        return [self.settings]
 
     def validate(self, sample: Row) -> None:
         # Render every step once: a missing file or an undefined variable fails before any model call.
         self.prompts.render("statements", output=sample.output or "text")
         self.prompts.render("verdicts", input=sample.input, statements=["statement"])
 
-    async def score_item(self, row: Row, output: str, ctx: Context) -> ScoreResult:
+    async def chain(self, row: Row, output: str, ctx: Context, settings: ModelSettings) -> ScoreResult:
         if _ERROR_OUTPUT.match(output):
             return ScoreResult(0.0, "The output is an error message, not an answer: score 0.")
-        llm = ctx.llm(self.settings)
+        llm = ctx.llm(settings)
         split = await llm.structured(
             "statements", self.prompts.render("statements", output=output), Statements
         )

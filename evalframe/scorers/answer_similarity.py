@@ -17,9 +17,10 @@ from evalframe.context import Context
 from evalframe.data import Row
 from evalframe.errors import ConfigError
 from evalframe.llm import ModelSettings
+from evalframe.panel import Panel
 from evalframe.prompts import PromptSet
 from evalframe.results import ScoreResult, StepResult
-from evalframe.scorers import ItemScorer, Reply, in_order, no_truth, per_position, position, round_half_up
+from evalframe.scorers import JudgeScorer, Reply, in_order, no_truth, per_position, position, round_half_up
 
 
 class Penalties(BaseModel):
@@ -186,7 +187,7 @@ def reason_from_analysis(analysis: Analysis, value: float) -> str:
     return " ".join(parts)
 
 
-class AnswerSimilarity(ItemScorer):
+class AnswerSimilarity(JudgeScorer):
     def __init__(
         self,
         model: Mapping[str, Any],
@@ -195,10 +196,14 @@ class AnswerSimilarity(ItemScorer):
         require_ground_truth: bool = True,
         scale: float = 1.0,
         prompt_dir: str | None = None,
+        models: list[Any] | None = None,
+        aggregate: str = "mean",
+        tolerance: float = 0.2,
+        repeats: int = 1,
     ):
         if reason not in ("analysis", "llm"):
             raise ConfigError(f"reason={reason!r} is not an option; use reason=analysis or reason=llm")
-        self.settings = ModelSettings.from_config(model)
+        self.panel = Panel.of(model, models, aggregate, tolerance, repeats, "scorers.answer_similarity")
         try:
             self.penalties = Penalties(**dict(penalties or {}))
         except ValueError as e:
@@ -207,9 +212,6 @@ class AnswerSimilarity(ItemScorer):
         self.require_ground_truth = require_ground_truth
         self.scale = scale
         self.prompts = PromptSet(prompt_dir, "answer_similarity")
-
-    def models(self) -> list[ModelSettings]:
-        return [self.settings]
 
     def validate(self, sample: Row) -> None:
         # Render every step once with realistic values: a missing file or an undefined variable
@@ -221,16 +223,15 @@ class AnswerSimilarity(ItemScorer):
             analysis = Analysis(matches=[], contradictions=[], extra_info=[]).model_dump()
             self.prompts.render("reason", input=sample.input, analysis=analysis, score=0.5, scale=self.scale)
 
-    async def _extract(self, text: str, ctx: Context) -> StepResult:
-        return await extract(self.prompts, self.settings, text, ctx)
-
-    async def score_item(self, row: Row, output: str, ctx: Context) -> ScoreResult:
+    async def chain(self, row: Row, output: str, ctx: Context, settings: ModelSettings) -> ScoreResult:
         truth = row.ground_truth
         if (missing := no_truth(truth)) is not None:
             return missing
         assert truth is not None  # no_truth() answered otherwise
-        llm = ctx.llm(self.settings)
-        output_step, truth_step = await asyncio.gather(self._extract(output, ctx), self._extract(truth, ctx))
+        llm = ctx.llm(settings)
+        output_step, truth_step = await asyncio.gather(
+            extract(self.prompts, settings, output, ctx), extract(self.prompts, settings, truth, ctx)
+        )
         steps = [output_step, truth_step]
         failed = next((s for s in steps if not s.ok), None)
         if failed:

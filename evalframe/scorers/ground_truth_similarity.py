@@ -22,9 +22,10 @@ from pydantic import BaseModel, create_model
 from evalframe.context import Context
 from evalframe.data import Row
 from evalframe.llm import ModelSettings
+from evalframe.panel import Panel
 from evalframe.prompts import PromptSet
-from evalframe.results import ScoreResult, StepResult
-from evalframe.scorers import ItemScorer, Reply, in_order, no_truth, per_position, position, round_half_up
+from evalframe.results import ScoreResult
+from evalframe.scorers import JudgeScorer, Reply, in_order, no_truth, per_position, position, round_half_up
 from evalframe.scorers.answer_similarity import extract
 
 
@@ -75,7 +76,7 @@ def reason_from_comparisons(comparisons: list[Comparison], response_statements: 
     return " ".join(parts)
 
 
-class GroundTruthSimilarity(ItemScorer):
+class GroundTruthSimilarity(JudgeScorer):
     def __init__(
         self,
         model: Mapping[str, Any],
@@ -83,16 +84,17 @@ class GroundTruthSimilarity(ItemScorer):
         scale: float = 1.0,
         prompt_dir: str | None = None,
         extract_prompt_dir: str | None = None,
+        models: list[Any] | None = None,
+        aggregate: str = "mean",
+        tolerance: float = 0.2,
+        repeats: int = 1,
     ):
-        self.settings = ModelSettings.from_config(model)
+        self.panel = Panel.of(model, models, aggregate, tolerance, repeats, "scorers.ground_truth_similarity")
         self.require_ground_truth = require_ground_truth
         self.scale = scale
         self.prompts = PromptSet(prompt_dir, "ground_truth_similarity")
         # answer similarity's extraction prompts, so the two scorers send identical requests
         self.extract_prompts = PromptSet(extract_prompt_dir, "answer_similarity")
-
-    def models(self) -> list[ModelSettings]:
-        return [self.settings]
 
     def validate(self, sample: Row) -> None:
         # Render every step once: a missing file or an undefined variable fails before any model call.
@@ -102,16 +104,14 @@ class GroundTruthSimilarity(ItemScorer):
             "compare", input=sample.input, reference_statements=statements, response_statements=statements
         )
 
-    async def _extract(self, text: str, ctx: Context) -> StepResult:
-        return await extract(self.extract_prompts, self.settings, text, ctx)
-
-    async def score_item(self, row: Row, output: str, ctx: Context) -> ScoreResult:
+    async def chain(self, row: Row, output: str, ctx: Context, settings: ModelSettings) -> ScoreResult:
         truth = row.ground_truth
         if (missing := no_truth(truth)) is not None:
             return missing
         assert truth is not None  # no_truth() answered otherwise
         response_step, reference_step = await asyncio.gather(
-            self._extract(output, ctx), self._extract(truth, ctx)
+            extract(self.extract_prompts, settings, output, ctx),
+            extract(self.extract_prompts, settings, truth, ctx),
         )
         steps = [response_step, reference_step]
         failed = next((s for s in steps if not s.ok), None)
@@ -127,7 +127,7 @@ class GroundTruthSimilarity(ItemScorer):
             "compare", input=row.input, reference_statements=reference, response_statements=response
         )
         reply_model = comparisons_reply(len(reference), len(response))
-        compare = await ctx.llm(self.settings).structured("compare", messages, reply_model)
+        compare = await ctx.llm(settings).structured("compare", messages, reply_model)
         steps.append(compare)
         if not compare.ok or compare.reply is None:
             return ScoreResult.unscored(f"compare: {compare.error}", steps)

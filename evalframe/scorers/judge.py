@@ -26,10 +26,11 @@ from evalframe.context import Context
 from evalframe.data import Row
 from evalframe.errors import ConfigError
 from evalframe.llm import ModelSettings
+from evalframe.panel import Panel
 from evalframe.paths import PROMPTS_DIR
 from evalframe.prompts import PromptFile
 from evalframe.results import Message, ScoreResult
-from evalframe.scorers import ItemScorer, Reply, round_half_up
+from evalframe.scorers import JudgeScorer, Reply, round_half_up
 
 
 def _enum(names: list[str]) -> Any:
@@ -146,7 +147,7 @@ def _prompt_path(path: str) -> Path:
     return given if given.is_absolute() or given.exists() else PROMPTS_DIR / given
 
 
-class Judge(ItemScorer):
+class Judge(JudgeScorer):
     def __init__(
         self,
         prompt: str,
@@ -156,6 +157,10 @@ class Judge(ItemScorer):
         require_ground_truth: bool = True,
         scale: float = 1.0,
         empty_output: str = "zero",
+        models: list[Any] | None = None,
+        aggregate: str = "mean",
+        tolerance: float = 0.2,
+        repeats: int = 1,
     ):
         if empty_output not in ("zero", "judge"):
             raise ConfigError(
@@ -163,7 +168,7 @@ class Judge(ItemScorer):
                 "or empty_output=judge (the judge sees empty outputs too)"
             )
         self.empty_output = empty_output
-        self.settings = ModelSettings.from_config(model)
+        self.panel = Panel.of(model, models, aggregate, tolerance, repeats, "scorers.<judge>")
         self.prompt = PromptFile(_prompt_path(prompt), "")
         self.system = PromptFile(_prompt_path(system), "") if system else None
         self.output = output
@@ -178,9 +183,6 @@ class Judge(ItemScorer):
     @functools.cached_property
     def reply_model(self) -> type[BaseModel]:
         return self.form.reply_model()  # one class per judge: its response format is built once
-
-    def models(self) -> list[ModelSettings]:
-        return [self.settings]
 
     def render(self, row: Row, output: str) -> list[Message]:
         variables = {
@@ -198,8 +200,8 @@ class Judge(ItemScorer):
         self.reply_model  # noqa: B018 - the output form's errors, before any call
         self.render(sample, sample.output or "text")  # StrictUndefined catches variable typos
 
-    async def score_item(self, row: Row, output: str, ctx: Context) -> ScoreResult:
-        step = await ctx.llm(self.settings).structured("judge", self.render(row, output), self.reply_model)
+    async def chain(self, row: Row, output: str, ctx: Context, settings: ModelSettings) -> ScoreResult:
+        step = await ctx.llm(settings).structured("judge", self.render(row, output), self.reply_model)
         if not step.ok or step.reply is None:
             return ScoreResult.unscored(f"judge: {step.error}", [step])
         _, label = self.form.score(step.reply)

@@ -8,9 +8,9 @@ are aggregated (mean by default).
 
 from __future__ import annotations
 
+import math
 import os
-import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -18,15 +18,9 @@ from evalframe.context import Context
 from evalframe.data import Row
 from evalframe.errors import ConfigError
 from evalframe.llm import ModelSettings, missing_keys
+from evalframe.panel import Aggregate
 from evalframe.results import ScoreResult, StepResult
 from evalframe.scorers import Scorer, no_truth
-
-AGGREGATES: dict[str, Callable[[Sequence[float]], float]] = {
-    "mean": statistics.fmean,
-    "median": statistics.median,
-    "min": min,
-    "max": max,
-}
 
 
 class SemanticSimilarity(Scorer):
@@ -40,17 +34,16 @@ class SemanticSimilarity(Scorer):
         api_base: str | None = None,
         api_key_env: str | None = None,
         timeout: float = 120.0,
+        tolerance: float = 0.2,
     ):
         if not models:
             raise ConfigError(
                 "scorers.semantic_similarity.models is empty; name at least one embedding model"
             )
-        if aggregate not in AGGREGATES:
-            raise ConfigError(f"aggregate={aggregate!r} is not an option; use one of {', '.join(AGGREGATES)}")
         if threshold is not None and not 0 <= threshold <= 1:
             raise ConfigError(f"threshold={threshold} must be between 0 and 1 (or null for raw cosine)")
         self.models_ = list(models)
-        self.aggregate = aggregate
+        self.aggregate = Aggregate(aggregate, tolerance)  # as a panel of judges combines its judges
         self.threshold = threshold
         self.require_ground_truth = require_ground_truth
         self.batch_size = batch_size
@@ -96,11 +89,15 @@ class SemanticSimilarity(Scorer):
             per_model[model] = (
                 cosines[model] if self.threshold is None else float(cosines[model] >= self.threshold)
             )
-        value = round(AGGREGATES[self.aggregate](list(per_model.values())), 4)
+        combined, problem = self.aggregate(per_model)
+        details = {"cosine": cosines, "per_model": per_model}
+        if problem:
+            return ScoreResult(math.nan, f"unscored: {problem}", steps, details, problem)
+        value = round(combined, 4)
         described = ", ".join(f"{m}: {c:.2f}" for m, c in cosines.items())
         if self.threshold is None:
             reason = f"Cosine similarity {value:.2f} ({described})."
         else:
             verdict = "pass" if value >= 0.5 else "fail"
             reason = f"{verdict}: cosine {described} against threshold {self.threshold}."
-        return ScoreResult(value, reason, steps, details={"cosine": cosines, "per_model": per_model})
+        return ScoreResult(value, reason, steps, details)
