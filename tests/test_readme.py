@@ -219,8 +219,26 @@ def _one_job(args: list[str], cwd: Path) -> list[str]:
 
 @pytest.mark.parametrize(("block", "line"), COMMANDS)
 def test_each_command_runs_as_written(
-    block: Block, line: str, workdir: Path, scripted: ScriptedModel
+    block: Block, line: str, workdir: Path, scripted: ScriptedModel, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # Judges named by preset alone (a panel's `models=[gpt,claude]`) reach a constrained decoder over
+    # HTTP through the variables LiteLLM reads, as a reader's would reach the provider.
+    with FakeLLMServer(responder=constrained_decoder(seed=block.line)) as server:
+        for name, value in _provider_env(server).items():
+            monkeypatch.setenv(name, value)
+        _run_command(block, line, workdir, scripted)
+
+
+def _provider_env(server: FakeLLMServer) -> dict[str, str]:
+    return {
+        "OPENAI_API_KEY": "sk-readme",
+        "OPENAI_BASE_URL": server.openai_base,
+        "ANTHROPIC_API_KEY": "sk-readme",
+        "ANTHROPIC_API_BASE": server.base_url,
+    }
+
+
+def _run_command(block: Block, line: str, workdir: Path, scripted: ScriptedModel) -> None:
     args = evalframe_args(line)
     assert args is not None
     overrides = _one_job(args, workdir)
@@ -250,10 +268,8 @@ def test_the_python_blocks_run_as_written(
 ) -> None:
     """In order, in one namespace, as a reader runs them in a notebook; a test file under pytest."""
     # LiteLLM's own variables send the presets to the local test server, so the code stays as written.
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-readme")
-    monkeypatch.setenv("OPENAI_BASE_URL", judge_server.openai_base)
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-readme")
-    monkeypatch.setenv("ANTHROPIC_API_BASE", judge_server.base_url)
+    for name, value in _provider_env(judge_server).items():
+        monkeypatch.setenv(name, value)
     namespace: dict[str, Any] = {}
     for block in [b for b in blocks() if b.lang == "python"]:
         first = block.body.splitlines()[0]
