@@ -10,6 +10,9 @@ each request is still asked once, a process claims a request before asking (a ro
 inserted with INSERT OR IGNORE: exactly one process wins); the others wait for the reply to land.
 A claim whose process died (same host, pid gone) or that is older than the caller's patience is
 taken over, so a killed job never blocks the others.
+
+The cache only saves calls: a cache that cannot be written (a full disk) warns once and the run goes
+on without storing, and a damaged row is a miss, asked again.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import os
 import random
 import socket
 import sqlite3
+import sys
 import threading
 import time
 from collections.abc import Mapping
@@ -54,6 +58,7 @@ class Cache:
         self.path = Path(directory or default_dir()).expanduser() / "replies.sqlite"
         self._local = threading.local()
         self.host = socket.gethostname()
+        self._warned: set[str] = set()
         if mode != "off":
             try:
                 db = self._db()
@@ -65,10 +70,8 @@ class Cache:
                     "CREATE TABLE IF NOT EXISTS pending"
                     " (key TEXT PRIMARY KEY, host TEXT NOT NULL, pid INTEGER NOT NULL, claimed REAL NOT NULL)"
                 )
-            except sqlite3.Error as e:
-                raise ConfigError(
-                    f"cannot open the cache at {self.path} ({e}); set cache.dir or use cache.mode=off"
-                ) from None
+            except (sqlite3.Error, OSError) as e:  # a full disk, a folder it may not write
+                self._give_up("open", e, "off")
 
     def _db(self) -> sqlite3.Connection:
         db = getattr(self._local, "db", None)
@@ -92,19 +95,50 @@ class Cache:
     def get(self, k: str) -> dict[str, Any] | None:
         if self.mode not in ("readwrite", "read"):
             return None
-        row = self._db().execute("SELECT value FROM replies WHERE key = ?", (k,)).fetchone()
-        return json.loads(row[0]) if row else None
+        try:
+            row = self._db().execute("SELECT value FROM replies WHERE key = ?", (k,)).fetchone()
+        except (sqlite3.Error, OSError) as e:
+            self._give_up("read", e, "off")
+            return None
+        if not row:
+            return None
+        try:
+            value = json.loads(row[0])
+        except (ValueError, RecursionError, TypeError):
+            value = None
+        if not (isinstance(value, dict) and isinstance(value.get("raw"), str)) or "error" in value:
+            # A damaged or tampered row is a miss: the request is asked again and its row replaced.
+            self._warn("entry", f"warning: ignoring an unreadable entry of the judge cache {self.path}")
+            return None
+        return {"raw": value["raw"]}  # the disk cache stores replies, never errors
 
     def put(self, k: str, value: dict[str, Any]) -> None:
         if self.mode not in ("readwrite", "write"):
             return
-        db = self._db()
-        db.execute(
-            "INSERT OR REPLACE INTO replies (key, value, created) VALUES (?, ?, ?)",
-            (k, json.dumps(value, ensure_ascii=False), time.time()),
-        )
+        try:
+            self._db().execute(
+                "INSERT OR REPLACE INTO replies (key, value, created) VALUES (?, ?, ?)",
+                (k, json.dumps(value, ensure_ascii=False), time.time()),
+            )
+        except (sqlite3.Error, OSError) as e:  # a full disk: the run goes on, it just stores nothing
+            self._give_up("write", e, "read" if self.mode == "readwrite" else "off")
+            return
         if self.mode == "readwrite":
             self.release(k)  # after the reply: a waiter never sees neither
+
+    def _give_up(self, what: str, error: Exception, mode: str) -> None:
+        """The cache failed (disk full, unreadable file): warn once and go on without that part of it."""
+        self._warn(
+            what,
+            f"warning: cannot {what} the judge cache {self.path} ({error}); the run goes on without "
+            f"{'storing replies' if what == 'write' else 'the cache'} (cache.dir sets another folder)",
+        )
+        self.mode = mode
+
+    def _warn(self, kind: str, message: str) -> None:
+        if kind not in self._warned:
+            self._warned.add(kind)
+            print(message, file=sys.stderr)
 
     async def claim(self, k: str, patience: float) -> dict[str, Any] | None:
         """Before asking the model for `k`: None if this process should ask (it then holds the claim
@@ -116,7 +150,7 @@ class Cache:
         if self.mode != "readwrite":
             return None
         delay = 0.02
-        while True:
+        while self.mode == "readwrite":  # a failed write (disk full) turns claims off: then just ask
             if self._try_claim(k):
                 hit = self.get(k)  # it may have landed between the caller's miss and the claim
                 if hit is not None:
@@ -125,22 +159,33 @@ class Cache:
             hit = self.get(k)
             if hit is not None:
                 return hit
-            self._drop_stale(k, patience)
+            try:
+                self._drop_stale(k, patience)
+            except (sqlite3.Error, OSError) as e:
+                self._give_up("write", e, "read")
             await asyncio.sleep(delay)
             delay = min(delay * 1.5, 0.5)
+        return None
 
     def release(self, k: str) -> None:
         """Give up this process's claim on `k` (the request failed, or its reply is stored)."""
         if self.mode == "readwrite":
-            self._db().execute(
-                "DELETE FROM pending WHERE key = ? AND host = ? AND pid = ?", (k, self.host, os.getpid())
-            )
+            try:
+                self._db().execute(
+                    "DELETE FROM pending WHERE key = ? AND host = ? AND pid = ?", (k, self.host, os.getpid())
+                )
+            except (sqlite3.Error, OSError) as e:
+                self._give_up("write", e, "read")
 
     def _try_claim(self, k: str) -> bool:
-        cursor = self._db().execute(
-            "INSERT OR IGNORE INTO pending (key, host, pid, claimed) VALUES (?, ?, ?, ?)",
-            (k, self.host, os.getpid(), time.time()),
-        )
+        try:
+            cursor = self._db().execute(
+                "INSERT OR IGNORE INTO pending (key, host, pid, claimed) VALUES (?, ?, ?, ?)",
+                (k, self.host, os.getpid(), time.time()),
+            )
+        except (sqlite3.Error, OSError) as e:
+            self._give_up("write", e, "read")
+            return True  # not shared any more: this process asks itself
         return cursor.rowcount == 1
 
     def _drop_stale(self, k: str, patience: float) -> None:

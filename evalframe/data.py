@@ -44,7 +44,8 @@ def _text(value: Any) -> str | None:
 
 def _records(path: Path, fmt: str) -> Iterator[tuple[int, dict[str, Any]]]:
     try:
-        handle = path.open(encoding="utf-8", newline="")
+        # utf-8-sig: a byte-order mark (Excel, Notepad) is dropped, not read into the first column's name.
+        handle = path.open(encoding="utf-8-sig", newline="")
     except OSError as e:
         raise DataError(
             f"cannot open dataset {path}: {e.strerror}; set dataset.path to an existing file"
@@ -65,6 +66,8 @@ def _records(path: Path, fmt: str) -> Iterator[tuple[int, dict[str, Any]]]:
                     raise DataError(
                         f"{path}, line {number}: not valid JSON ({e.msg} at column {e.colno})"
                     ) from None
+                except (ValueError, RecursionError) as e:  # an integer of thousands of digits; deep nesting
+                    raise DataError(f"{path}, line {number}: {_unreadable(e)}") from None
                 if not isinstance(record, dict):
                     raise DataError(
                         f"{path}, line {number}: expected a JSON object, got {type(record).__name__}"
@@ -74,6 +77,12 @@ def _records(path: Path, fmt: str) -> Iterator[tuple[int, dict[str, Any]]]:
             raise DataError(
                 f"{path}: not valid UTF-8 (byte offset {e.start}); re-save the file as UTF-8"
             ) from None
+
+
+def _unreadable(e: ValueError | RecursionError) -> str:
+    if isinstance(e, RecursionError):
+        return "a value is nested too deeply to read; flatten it"
+    return f"a value cannot be read ({e}); store it as a string"
 
 
 def resolve_path(path: str | None) -> Path:
@@ -111,35 +120,49 @@ def _rows(
         if limit is not None and len(seen) >= limit:
             break
         where = f"{source}, {unit} {number}"
-        if not isinstance(record, Mapping):
-            raise DataError(f"{where}: expected a dict (one per row), got {type(record).__name__}")
-        question = ""
-        if columns["input"] is not None:  # null: the dataset has no questions (e.g. answer pairs)
-            if columns["input"] not in record:
-                raise DataError(
-                    f"{where}: no {columns['input']!r} field for the input; {input_fix} "
-                    f"(found: {', '.join(map(str, record))})"
-                )
-            question = _text(record[columns["input"]]) or ""
-            if not question.strip():
-                raise DataError(
-                    f"{where}: the input ({columns['input']!r}) is empty; every row needs a question"
-                )
-        row_id = _text(record.get(columns["id"])) or str(number)
-        if row_id in seen:
+        try:
+            row = _row(record, number, columns, human_column, where, input_fix)
+        except (ValueError, RecursionError) as e:  # in-memory records: a huge integer, deep nesting
+            raise DataError(f"{where}: {_unreadable(e)}") from None
+        if row.id in seen:
             raise DataError(
-                f"{where}: id {row_id!r} repeats the id of {unit} {seen[row_id]}; ids must be unique"
+                f"{where}: id {row.id!r} repeats the id of {unit} {seen[row.id]}; ids must be unique"
             )
-        seen[row_id] = number
-        yield Row(
-            id=row_id,
-            input=question,
-            ground_truth=_text(record.get(columns["ground_truth"])),
-            output=_text(record.get(columns["output"])),
-            line=number,
-            extra=dict(record),
-            human=_human(record, human_column, where),
-        )
+        seen[row.id] = number
+        yield row
+
+
+def _row(
+    record: Any,
+    number: int,
+    columns: Mapping[str, str | None],
+    human_column: str | None,
+    where: str,
+    input_fix: str,
+) -> Row:
+    """One record as a Row through the column mapping; errors name `where`."""
+    if not isinstance(record, Mapping):
+        raise DataError(f"{where}: expected a dict (one per row), got {type(record).__name__}")
+    question = ""
+    if columns["input"] is not None:  # null: the dataset has no questions (e.g. answer pairs)
+        if columns["input"] not in record:
+            raise DataError(
+                f"{where}: no {columns['input']!r} field for the input; {input_fix} "
+                f"(found: {', '.join(map(str, record))})"
+            )
+        question = _text(record[columns["input"]]) or ""
+        if not question.strip():
+            raise DataError(f"{where}: the input ({columns['input']!r}) is empty; every row needs a question")
+    row_id = _text(record.get(columns["id"])) or str(number)
+    return Row(
+        id=row_id,
+        input=question,
+        ground_truth=_text(record.get(columns["ground_truth"])),
+        output=_text(record.get(columns["output"])),
+        line=number,
+        extra=dict(record),
+        human=_human(record, human_column, where),
+    )
 
 
 def _read(cfg: Mapping[str, Any]) -> Iterator[Row]:
