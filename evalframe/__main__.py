@@ -16,13 +16,34 @@ from pathlib import Path
 from typing import Any
 
 import hydra
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
+from evalframe.errors import EXIT_STORAGE
 from evalframe.paths import CONF_DIR
 
 # The worst exit code of the run (or of all jobs of a sweep): Hydra passes return values to the
 # sweeper, not to the shell.
 _exit_code = 0
+
+
+def _new_run_dir(base: str) -> str:
+    """The `${evalframe.run_dir:...}` of conf/config.yaml's hydra.run.dir and hydra.sweep.dir: a fresh
+    directory of this run's own. Cached by OmegaConf (and copied into every job of a sweep), so it is
+    created once per run or sweep."""
+    from evalframe.journal import new_run_dir
+
+    try:
+        return str(new_run_dir(base))
+    except OSError as e:  # a read-only working directory: before Hydra writes anything
+        print(
+            f"error: cannot create the run directory {base} ({e.strerror}); run from a directory you can "
+            "write to, or choose another with hydra.run.dir=... (a sweep: hydra.sweep.dir=...)",
+            file=sys.stderr,
+        )
+        raise SystemExit(EXIT_STORAGE) from None
+
+
+OmegaConf.register_new_resolver("evalframe.run_dir", _new_run_dir, use_cache=True, replace=True)
 
 
 def log_saved_run(directory: Path, config: dict[str, Any]) -> int:

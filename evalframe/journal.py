@@ -8,6 +8,7 @@ rest; `log_run=DIR` logs a finished run to MLflow later (when the tracking serve
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 from pathlib import Path
@@ -24,6 +25,22 @@ _NOT_FINGERPRINTED = (
     *("resume", "log_run", "tracking", "concurrency", "cache", "gate", "max_unscored_rate", "objective"),
     *("window", "keep_items"),
 )
+
+
+def new_run_dir(base: str | Path) -> Path:
+    """A directory of the run's own: `base` (outputs/DATE/TIME), or `base-2`, `base-3`, ... when
+    another run took it in the same second. Created here, exclusively (mkdir fails if it exists), so
+    two runs never share a directory and interleave their results, whatever the timing."""
+    base = Path(base)
+    base.parent.mkdir(parents=True, exist_ok=True)
+    for n in itertools.count(1):
+        candidate = base if n == 1 else base.with_name(f"{base.name}-{n}")
+        try:
+            candidate.mkdir()
+        except FileExistsError:
+            continue
+        return candidate
+    raise AssertionError("unreachable")
 
 
 def fingerprint(config: dict[str, Any]) -> str:

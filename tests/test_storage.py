@@ -48,3 +48,94 @@ def test_a_cache_that_cannot_write_warns_once_and_the_run_goes_on(
     result, code = pipeline.evaluate(compose(judged(scripted, "dataset.limit=6")), tmp_path)
     assert code == 0 and result.summaries["answer_similarity"].scored == 6
     assert capsys.readouterr().err.count("cannot write the judge cache") == 1
+
+
+# --- every run owns its directory ---------------------------------------------------------------------
+
+
+def _hydra_dirs(monkeypatch: pytest.MonkeyPatch, cwd: Path, overrides: list[str]) -> tuple[str, str]:
+    """hydra.run.dir and hydra.sweep.dir as `python -m evalframe` resolves them, at a frozen clock."""
+    import datetime as dt
+
+    import hydra.core.utils
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    import evalframe.__main__  # noqa: F401  (registers evalframe.run_dir, as the command does)
+    from evalframe.paths import CONF_DIR
+
+    class Frozen(dt.datetime):
+        @classmethod
+        def now(cls, tz: Any = None) -> Frozen:
+            return cls(2026, 1, 2, 3, 4, 5)
+
+    monkeypatch.setattr(hydra.core.utils, "datetime", Frozen)
+    monkeypatch.chdir(cwd)
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = hydra_compose("config", overrides=overrides, return_hydra_config=True)
+    return str(cfg.hydra.run.dir), str(cfg.hydra.sweep.dir)
+
+
+def test_runs_started_in_the_same_second_get_directories_of_their_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = _hydra_dirs(monkeypatch, tmp_path, [])
+    second = _hydra_dirs(monkeypatch, tmp_path, [])
+    assert first == ("outputs/2026-01-02/03-04-05", "multirun/2026-01-02/03-04-05")
+    assert second == ("outputs/2026-01-02/03-04-05-2", "multirun/2026-01-02/03-04-05-2")
+    assert all((tmp_path / d).is_dir() for d in (*first, *second))  # created, so a third run skips them
+
+
+def test_new_run_dir_is_exclusive_under_a_race(tmp_path: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from evalframe.journal import new_run_dir
+
+    with ThreadPoolExecutor(16) as pool:
+        made = list(pool.map(lambda _: new_run_dir(tmp_path / "outputs" / "d" / "t"), range(64)))
+    assert len(set(made)) == 64 and {p.name for p in made} >= {"t", "t-2", "t-64"}
+
+
+def test_a_read_only_working_directory_is_one_line_and_exit_code_5(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def read_only(self: Path, *args: Any, **kwargs: Any) -> None:
+        raise OSError(errno.EROFS, "Read-only file system", str(self))
+
+    monkeypatch.setattr(Path, "mkdir", read_only)  # root ignores chmod: fail as a read-only mount does
+    with pytest.raises(SystemExit) as exited:
+        _hydra_dirs(monkeypatch, tmp_path, [])
+    assert exited.value.code == 5
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "error: cannot create the run directory outputs/" in err
+    assert "Read-only file system" in err and "hydra.run.dir=" in err
+
+
+@pytest.mark.slow
+def test_two_runs_started_at_once_keep_their_own_results(tmp_path: Path) -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    runs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "evalframe", "scorer=exact_match", "tracking=none", f"dataset.limit={n}"],
+            cwd=tmp_path,
+            env=os.environ.copy(),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for n in (20, 28)
+    ]
+    for run in runs:
+        assert run.wait(timeout=300) == 0, run.stderr.read() if run.stderr else ""
+    dirs = sorted(tmp_path.glob("outputs/*/*"))
+    assert len(dirs) == 2
+    counts = sorted(len((d / "results.jsonl").read_text().splitlines()) for d in dirs)
+    assert counts == [20, 28]  # nothing interleaved
+    limits = sorted(json.loads((d / "run.json").read_text())["config"]["dataset"]["limit"] for d in dirs)
+    assert limits == [20, 28]
