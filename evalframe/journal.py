@@ -7,6 +7,7 @@ rest; `log_run=DIR` logs a finished run to MLflow later (when the tracking serve
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import json
@@ -14,12 +15,13 @@ import os
 from pathlib import Path
 from typing import Any, TextIO
 
-from evalframe.errors import ConfigError
+from evalframe.errors import ConfigError, StorageError
 from evalframe.redaction import redact, redact_overrides
 from evalframe.results import ItemResult, Objective, ScoreResult, StepResult, Usage, to_jsonable
 
 RESULTS = "results.jsonl"
 MANIFEST = "run.json"
+TORN = "results.jsonl.torn"  # last lines cut short by a kill or a full disk, set aside on resume
 # Keys that do not change what a run computes: a run may be resumed or re-logged with other values.
 _NOT_FINGERPRINTED = (
     *("resume", "log_run", "tracking", "concurrency", "cache", "gate", "max_unscored_rate", "objective"),
@@ -97,6 +99,7 @@ class Journal:
         self.directory = directory
         self.path = directory / RESULTS
         self._file: TextIO | None = None
+        self.resume_command = ""  # how to continue this run, for the message when its disk is full
 
     @property
     def manifest(self) -> dict[str, Any]:
@@ -107,31 +110,77 @@ class Journal:
         self, config: dict[str, Any], total: int, resume: bool = False, overrides: list[str] | None = None
     ) -> None:
         """Begin (or, with resume, continue) the run's record."""
-        self.directory.mkdir(parents=True, exist_ok=True)
         safe = redact(config)  # the manifest is a file on disk like any other: no secrets in it
-        self._write_manifest(
-            {
-                "status": "running",
-                "fingerprint": fingerprint(safe),
-                "total": total,
-                "config": safe,
-                "overrides": redact_overrides(overrides or []),
-            }
-        )
-        # Line-buffered: every finished item reaches the OS as soon as it is written, so SIGKILL
-        # cannot lose it.
-        self._file = self.path.open("a" if resume else "w", encoding="utf-8", buffering=1)
+        self.resume_command = f"the same command plus resume={self.directory}"
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            self._write_manifest(
+                {
+                    "status": "running",
+                    "fingerprint": fingerprint(safe),
+                    "total": total,
+                    "config": safe,
+                    "overrides": redact_overrides(overrides or []),
+                }
+            )
+            # Line-buffered: every finished item reaches the OS as soon as it is written, so SIGKILL
+            # cannot lose it.
+            self._file = self.path.open("a" if resume else "w", encoding="utf-8", buffering=1)
+        except OSError as e:
+            raise self._full(e) from None
 
     def append(self, item: ItemResult) -> None:
         assert self._file is not None, "start() the journal first"
-        self._file.write(json.dumps(to_jsonable(item), ensure_ascii=False) + "\n")
+        try:
+            self._file.write(json.dumps(to_jsonable(item), ensure_ascii=False) + "\n")
+        except OSError as e:  # a full disk: stop, keeping every finished item (a cut line is set aside)
+            self.close()
+            raise self._full(e) from None
+
+    def _full(self, e: OSError) -> StorageError:
+        return StorageError(
+            f"cannot write {e.filename or self.path} ({e.strerror}): the run stopped; its finished items "
+            f"are kept in {self.path}. Free some space, then continue with {self.resume_command}"
+        )
+
+    def set_aside_torn_line(self) -> None:
+        """Before resuming: a kill or a full disk in the middle of a write leaves a last line without
+        its newline. Appending would glue the next item onto it, losing both; instead the fragment moves
+        to results.jsonl.torn (its item is not done, so it is scored again)."""
+        if not self.path.is_file():
+            return
+        with self.path.open("rb+") as f:
+            size = f.seek(0, os.SEEK_END)
+            if size == 0:
+                return
+            f.seek(size - 1)
+            if f.read(1) == b"\n":
+                return
+            start = end = size
+            while start > 0:  # back to the last complete line's newline, a block at a time
+                start = max(0, end - 65536)
+                f.seek(start)
+                newline = f.read(end - start).rfind(b"\n")
+                if newline >= 0:
+                    start += newline + 1
+                    break
+                end = start
+            f.seek(start)
+            fragment = f.read()
+            with (self.directory / TORN).open("ab") as torn:
+                torn.write(fragment + b"\n")
+            f.truncate(start)
 
     def finish(self, means: dict[str, float] | None = None, objective: Objective | None = None) -> None:
         """Mark the run finished; `means` per scorer and the objective ({"metric", "value", "direction"})
         feed the table printed at the end of a sweep, and the sweep's charts."""
         if self._file:
-            self._file.close()
-            self._file = None
+            try:
+                self._file.close()
+            except OSError as e:
+                raise self._full(e) from None
+            finally:
+                self._file = None
         record = {**self.manifest, "status": "finished", "means": means or {}}
         if objective is not None:
             record["objective"] = objective.to_json()
@@ -139,13 +188,17 @@ class Journal:
 
     def close(self) -> None:
         if self._file:
-            self._file.close()
-            self._file = None
+            file, self._file = self._file, None
+            with contextlib.suppress(OSError):  # a full disk: an unflushed line is cut, set aside on resume
+                file.close()
 
     def _write_manifest(self, manifest: dict[str, Any]) -> None:
         tmp = self.directory / f".{MANIFEST}.tmp"
-        tmp.write_text(json.dumps(manifest, indent=1, default=str))
-        os.replace(tmp, self.directory / MANIFEST)  # atomic: a kill never leaves half a manifest
+        try:
+            tmp.write_text(json.dumps(manifest, indent=1, default=str))
+            os.replace(tmp, self.directory / MANIFEST)  # atomic: a kill never leaves half a manifest
+        except OSError as e:
+            raise self._full(e) from None
 
 
 def find_resumable(outputs: Path, config: dict[str, Any]) -> Path | None:

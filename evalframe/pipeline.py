@@ -21,7 +21,7 @@ from evalframe.agreement import with_agreement
 from evalframe.cache import Cache
 from evalframe.context import Context
 from evalframe.data import Row
-from evalframe.errors import EXIT_INTERRUPTED, ConfigError
+from evalframe.errors import EXIT_INTERRUPTED, ConfigError, StorageError
 from evalframe.journal import Journal, read_items
 from evalframe.results import ItemResult, Objective, RunResult, ScoreResult
 from evalframe.scorers import Scorer
@@ -201,6 +201,8 @@ def evaluate(
     gate_cfg = config.get("gate") or {}
     gate.validate(gate_cfg, list(p.scorers))
     journal = Journal(resume_from or output_dir)
+    if resume_from:
+        journal.set_aside_torn_line()
     done = [i for i in read_items(journal.path) if set(i.scores) == set(p.scorers)] if resume_from else []
     if resume_from:
         print(f"resuming {resume_from}: {len(done)} of {len(p.rows)} items already done", file=sys.stderr)
@@ -215,6 +217,9 @@ def evaluate(
         with report.progress(todo * (len(p.scorers) + p.target.reports_progress), ctx.stats) as advance:
             ctx.advance = advance
             result = run_async(execute(p, ctx, journal, done, keep_items(config)))
+    except StorageError:
+        journal.close()
+        raise
     except KeyboardInterrupt:
         journal.close()
         print(

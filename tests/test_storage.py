@@ -139,3 +139,82 @@ def test_two_runs_started_at_once_keep_their_own_results(tmp_path: Path) -> None
     assert counts == [20, 28]  # nothing interleaved
     limits = sorted(json.loads((d / "run.json").read_text())["config"]["dataset"]["limit"] for d in dirs)
     assert limits == [20, 28]
+
+
+# --- a full run directory, a torn last line --------------------------------------------------------------
+
+
+class _FillsUp:
+    """results.jsonl on a disk that fills up after `room` lines: the next write gets half its line
+    onto the disk (as a short write does), then ENOSPC."""
+
+    def __init__(self, file: Any, room: int):
+        self.file, self.room = file, room
+
+    def write(self, text: str) -> int:
+        if self.room == 0:
+            self.file.write(text[: len(text) // 2])
+            self.file.flush()
+            raise OSError(errno.ENOSPC, "No space left on device")
+        self.room -= 1
+        return int(self.file.write(text))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.file, name)
+
+
+def test_a_full_run_directory_stops_with_exit_code_5_and_resume_loses_nothing(
+    scripted: ScriptedModel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    from evalframe.errors import StorageError
+    from evalframe.journal import RESULTS, TORN
+
+    opened = Path.open
+
+    def full_disk(self: Path, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+        file = opened(self, mode, *args, **kwargs)
+        return _FillsUp(file, room=4) if self.name == RESULTS and mode in ("a", "w") else file
+
+    config = compose(judged(scripted, "dataset.limit=10", "concurrency=1"))
+    run_dir = tmp_path / "run"
+    with monkeypatch.context() as disk:
+        disk.setattr(Path, "open", full_disk)
+        with pytest.raises(StorageError) as raised:
+            pipeline.evaluate(config, run_dir)
+    assert raised.value.exit_code == 5
+    message = str(raised.value)
+    assert "No space left on device" in message and f"resume={run_dir}" in message
+    saved = (run_dir / RESULTS).read_bytes()
+    assert saved.count(b"\n") == 4 and not saved.endswith(b"\n")  # 4 items, then a cut line
+
+    result, code = pipeline.evaluate(config, tmp_path / "unused", resume_from=run_dir)  # space freed
+    assert code == 0
+    lines = (run_dir / RESULTS).read_text().splitlines()
+    ids = [json.loads(line)["id"] for line in lines]  # every line readable: nothing glued on the cut one
+    assert len(ids) == 10 and len(set(ids)) == 10
+    assert result.summaries["answer_similarity"].scored == 10
+    assert (run_dir / TORN).read_bytes() == saved[saved.rindex(b"\n") + 1 :] + b"\n"  # set aside, not lost
+
+
+def test_resume_after_a_torn_last_line_scores_that_item_again(
+    scripted: ScriptedModel, tmp_path: Path
+) -> None:
+    import json
+
+    from evalframe.journal import RESULTS
+
+    config = compose(judged(scripted, "dataset.limit=5"))
+    run_dir = tmp_path / "run"
+    pipeline.evaluate(config, run_dir)
+    lines = (run_dir / RESULTS).read_text().splitlines(keepends=True)
+    # killed while writing the 4th item (a power loss mid-write): 3 items, then half a line
+    (run_dir / RESULTS).write_text("".join(lines[:3]) + lines[3][:40])
+    manifest = json.loads((run_dir / "run.json").read_text())
+    (run_dir / "run.json").write_text(json.dumps({**manifest, "status": "running"}))
+
+    result, _ = pipeline.evaluate(config, tmp_path / "unused", resume_from=run_dir)
+    ids = [json.loads(line)["id"] for line in (run_dir / RESULTS).read_text().splitlines()]
+    assert sorted(ids) == sorted(json.loads(line)["id"] for line in lines)  # all 5, each once, all readable
+    assert result.summaries["answer_similarity"].scored == 5
