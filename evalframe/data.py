@@ -8,6 +8,7 @@ never loaded whole, so a dataset's size does not set a run's memory.
 from __future__ import annotations
 
 import csv
+import hashlib
 import itertools
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -194,6 +195,7 @@ class Rows:
         self._read = read
         self.source = source  # named in error messages
         self.count: int | None = None  # known once validate() has read them all
+        self.digest = ""  # of every row's content, known once validate() has read them all
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any]) -> Rows:
@@ -219,14 +221,27 @@ class Rows:
         """Read every row once, passing each window to `check` (which raises DataError); returns the
         first row (scorers check their prompts against it). Fails on an empty dataset."""
         count, first = 0, None
+        digest = hashlib.sha256()
         for window in self.windows(size):
             check(window)
             first = first or window[0]
             count += len(window)
+            for row in window:
+                digest.update(_content(row, self.source))
         if first is None:
             raise DataError(f"dataset {self.source} has no rows")
         self.count = count
+        self.digest = digest.hexdigest()
         return first
+
+
+def _content(row: Row, source: str) -> bytes:
+    """A row's content as bytes, for the dataset's digest (a resumed run checks its rows are the same)."""
+    try:
+        fields = [row.id, row.input, row.ground_truth, row.output, row.human, row.extra]
+        return (json.dumps(fields, sort_keys=True, ensure_ascii=False, default=str) + "\n").encode()
+    except (ValueError, RecursionError) as e:  # in-memory records: a huge integer, deep nesting
+        raise DataError(f"{source}, line {row.line} (id {row.id}): {_unreadable(e)}") from None
 
 
 def load_rows(cfg: Mapping[str, Any]) -> list[Row]:

@@ -107,9 +107,15 @@ class Journal:
         return json.loads(path.read_text()) if path.is_file() else {}
 
     def start(
-        self, config: dict[str, Any], total: int, resume: bool = False, overrides: list[str] | None = None
+        self,
+        config: dict[str, Any],
+        total: int,
+        resume: bool = False,
+        overrides: list[str] | None = None,
+        inputs: str = "",
     ) -> None:
-        """Begin (or, with resume, continue) the run's record."""
+        """Begin (or, with resume, continue) the run's record; `inputs` is the digest of the rows and
+        the target's prompt or code (the config's fingerprint cannot see a dataset file edited in place)."""
         safe = redact(config)  # the manifest is a file on disk like any other: no secrets in it
         self.resume_command = f"the same command plus resume={self.directory}"
         try:
@@ -118,6 +124,7 @@ class Journal:
                 {
                     "status": "running",
                     "fingerprint": fingerprint(safe),
+                    "inputs": inputs,
                     "total": total,
                     "config": safe,
                     "overrides": redact_overrides(overrides or []),
@@ -142,6 +149,18 @@ class Journal:
             f"cannot write {e.filename or self.path} ({e.strerror}): the run stopped; its finished items "
             f"are kept in {self.path}. Free some space, then continue with {self.resume_command}"
         )
+
+    def check_inputs(self, inputs: str) -> None:
+        """Before resuming: refuse when the rows or the target changed since the run started, or its
+        finished items would keep scores of other data. A fresh run costs only what changed: the judge
+        cache answers every request it already made."""
+        started = self.manifest.get("inputs")
+        if started and started != inputs:
+            raise ConfigError(
+                f"resume: the dataset's rows or the target's prompt or code changed since the run in "
+                f"{self.directory} started, so its finished items would keep stale scores; run again "
+                "without resume (the judge cache answers the unchanged items at no cost)"
+            )
 
     def set_aside_torn_line(self) -> None:
         """Before resuming: a kill or a full disk in the middle of a write leaves a last line without

@@ -218,3 +218,75 @@ def test_resume_after_a_torn_last_line_scores_that_item_again(
     ids = [json.loads(line)["id"] for line in (run_dir / RESULTS).read_text().splitlines()]
     assert sorted(ids) == sorted(json.loads(line)["id"] for line in lines)  # all 5, each once, all readable
     assert result.summaries["answer_similarity"].scored == 5
+
+
+# --- resume when the inputs changed ---------------------------------------------------------------------
+
+
+def _killed_after(run_dir: Path, items: int) -> None:
+    """Leave a finished run as a run killed after `items` items."""
+    import json
+
+    from evalframe.journal import MANIFEST, RESULTS
+
+    lines = (run_dir / RESULTS).read_text().splitlines(keepends=True)
+    (run_dir / RESULTS).write_text("".join(lines[:items]))
+    manifest = json.loads((run_dir / MANIFEST).read_text())
+    (run_dir / MANIFEST).write_text(json.dumps({**manifest, "status": "running"}))
+
+
+def _dataset(path: Path, answers: list[str]) -> None:
+    import json
+
+    rows = [
+        {"id": str(i), "input": f"q{i}", "ground_truth": "Paris", "output": a} for i, a in enumerate(answers)
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_resume_refuses_when_a_row_changed_after_the_kill(scripted: ScriptedModel, tmp_path: Path) -> None:
+    from evalframe.errors import EvalframeError
+
+    data = tmp_path / "d.jsonl"
+    _dataset(data, ["Paris"] * 6)
+    config = compose(["scorer=exact_match", "tracking=none", "dataset=jsonl", f"dataset.path={data}"])
+    run_dir = tmp_path / "run"
+    pipeline.evaluate(config, run_dir)
+    _killed_after(run_dir, 3)
+    _dataset(data, ["Lyon"] * 6)  # edited in place: the config, and so its fingerprint, is the same
+
+    with pytest.raises(EvalframeError) as raised:
+        pipeline.evaluate(config, tmp_path / "unused", resume_from=run_dir)
+    assert raised.value.exit_code == 2
+    assert "the dataset's rows or the target's prompt or code changed" in str(raised.value)
+    assert "without resume" in str(raised.value)
+    fresh, _ = pipeline.evaluate(config, tmp_path / "fresh")  # what resume would have hidden
+    assert fresh.means["exact_match"] == 0.0
+
+    _dataset(data, ["Paris"] * 6)  # the same rows again: resume goes on
+    resumed, _ = pipeline.evaluate(config, tmp_path / "unused", resume_from=run_dir)
+    assert resumed.means["exact_match"] == 1.0 and resumed.count == 6
+
+
+def test_resume_refuses_when_the_targets_prompt_changed(scripted: ScriptedModel, tmp_path: Path) -> None:
+    from evalframe.errors import EvalframeError
+    from tests.scripted import overrides as scripted_overrides
+
+    prompt = tmp_path / "answer.j2"
+    prompt.write_text("Answer briefly: {{ input }}")
+    config = compose(
+        [
+            "scorer=token_f1",
+            "tracking=none",
+            "dataset.limit=4",
+            "target=llm",
+            f"target.prompt={prompt}",
+            *[f"target.{o}" for o in scripted_overrides()],
+        ]
+    )
+    run_dir = tmp_path / "run"
+    pipeline.evaluate(config, run_dir)
+    _killed_after(run_dir, 2)
+    prompt.write_text("Answer at length: {{ input }}")
+    with pytest.raises(EvalframeError, match="the target's prompt or code changed"):
+        pipeline.evaluate(config, tmp_path / "unused", resume_from=run_dir)
