@@ -193,7 +193,7 @@ class Cache:
         if row is None:
             return
         host, pid, claimed = row
-        dead = host == self.host and not _alive(pid)
+        dead = host == self.host and not alive(pid)
         if dead or time.time() - claimed > patience:
             # Only that very claim: if another waiter took over meanwhile, its claim stands.
             self._db().execute(
@@ -205,7 +205,8 @@ class Cache:
         """Called when a request is about to go to the model (no stored reply served it)."""
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """Whether a process of this machine still exists."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

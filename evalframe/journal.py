@@ -150,6 +150,13 @@ class Journal:
             f"are kept in {self.path}. Free some space, then continue with {self.resume_command}"
         )
 
+    def resumed(self, inputs: str) -> list[ItemResult]:
+        """The items a run being resumed finished, once its inputs are checked and a torn last line
+        is set aside."""
+        self.check_inputs(inputs)
+        self.set_aside_torn_line()
+        return read_items(self.path)
+
     def check_inputs(self, inputs: str) -> None:
         """Before resuming: refuse when the rows or the target changed since the run started, or its
         finished items would keep scores of other data. A fresh run costs only what changed: the judge

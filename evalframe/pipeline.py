@@ -22,8 +22,8 @@ from evalframe.agreement import with_agreement
 from evalframe.cache import Cache
 from evalframe.context import Context
 from evalframe.data import Row
-from evalframe.errors import EXIT_INTERRUPTED, ConfigError, StorageError
-from evalframe.journal import Journal, read_items
+from evalframe.errors import EXIT_INTERRUPTED, ConfigError
+from evalframe.journal import Journal
 from evalframe.results import ItemResult, Objective, RunResult, ScoreResult
 from evalframe.scorers import Scorer
 from evalframe.summary import Summary
@@ -204,10 +204,7 @@ def evaluate(
     gate_cfg = config.get("gate") or {}
     gate.validate(gate_cfg, list(p.scorers))
     journal = Journal(resume_from or output_dir)
-    if resume_from:
-        journal.check_inputs(p.inputs)
-        journal.set_aside_torn_line()
-    done = [i for i in read_items(journal.path) if set(i.scores) == set(p.scorers)] if resume_from else []
+    done = [i for i in journal.resumed(p.inputs) if set(i.scores) == set(p.scorers)] if resume_from else []
     if resume_from:
         print(f"resuming {resume_from}: {len(done)} of {len(p.rows)} items already done", file=sys.stderr)
     cache_cfg = config.get("cache") or {}
@@ -221,9 +218,6 @@ def evaluate(
         with report.progress(todo * (len(p.scorers) + p.target.reports_progress), ctx.stats) as advance:
             ctx.advance = advance
             result = run_async(execute(p, ctx, journal, done, keep_items(config)))
-    except StorageError:
-        journal.close()
-        raise
     except KeyboardInterrupt:
         journal.close()
         print(

@@ -290,3 +290,110 @@ def test_resume_refuses_when_the_targets_prompt_changed(scripted: ScriptedModel,
     prompt.write_text("Answer at length: {{ input }}")
     with pytest.raises(EvalframeError, match="the target's prompt or code changed"):
         pipeline.evaluate(config, tmp_path / "unused", resume_from=run_dir)
+
+
+# --- a sweep killed with SIGKILL ------------------------------------------------------------------------
+
+
+def test_runs_of_a_dead_process_are_marked_killed_and_live_ones_left_alone(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from mlflow.tracking import MlflowClient
+
+    from evalframe import tracking
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    experiment = client.create_experiment("evalframe")
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    dead = client.create_run(experiment, tags={**tracking._holder(), tracking.PID_TAG: gone.stdout.strip()})
+    live = client.create_run(experiment, tags=tracking._holder())
+    elsewhere = client.create_run(
+        experiment, tags={tracking.HOST_TAG: "another-machine", tracking.PID_TAG: gone.stdout.strip()}
+    )
+    tracking.reap(client, experiment)
+    assert client.get_run(dead.info.run_id).info.status == "KILLED"
+    assert client.get_run(live.info.run_id).info.status == "RUNNING"
+    assert client.get_run(elsewhere.info.run_id).info.status == "RUNNING"  # cannot be checked from here
+
+
+@pytest.mark.slow
+def test_a_sweep_killed_with_sigkill_is_resumed_and_its_stale_run_marked_killed(
+    judge_server: Any, tmp_path: Path
+) -> None:
+    import json
+    import signal
+    import time
+
+    from mlflow.tracking import MlflowClient
+
+    from tests.conftest import run_cli
+    from tests.fake_judge import judge
+    from tests.test_reliability import KEY, Stall, _start, _wait_until
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    stall = Stall(limit=12)  # job 0 asks 9 requests, job 1 gets 3 answers and then waits
+    judge_server.responder = stall
+    args = [
+        "-m",
+        "scorer=answer_similarity",
+        *fake_model(judge_server),
+        "model.timeout=120",
+        "dataset.limit=3",
+        "concurrency=2",
+        "model.temperature=0.0,0.5,1.0",  # in the request: every job asks the judge
+        f"tracking.uri={uri}",
+    ]
+    proc = _start(args, tmp_path)
+    _wait_until(lambda: stall.answered > stall.limit)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    stall.release.set()
+    judge_server.responder = judge
+
+    client = MlflowClient(uri)
+    experiment = client.get_experiment_by_name("evalframe")
+    assert experiment is not None
+    [parent] = [
+        r for r in client.search_runs([experiment.experiment_id]) if r.data.tags.get("evalframe.sweep")
+    ]
+    assert parent.info.status == "RUNNING"  # left so by the kill
+    other = run_cli(["scorer=exact_match", "dataset.limit=2", f"tracking.uri={uri}"], cwd=tmp_path)
+    assert other.returncode == 0, other.stderr
+    assert client.get_run(parent.info.run_id).info.status == "KILLED"  # the next run saw its process gone
+
+    asked = judge_server.count()
+    resumed = run_cli([*args, "resume=true"], cwd=tmp_path, env=KEY)
+    assert resumed.returncode == 0, resumed.stderr
+    [sweep_dir] = tmp_path.glob("multirun/*/*")  # continued in its own directory, none new
+    assert f"resuming the sweep in multirun/{sweep_dir.parent.name}/{sweep_dir.name}" in resumed.stderr
+    assert "job 0: finished before the sweep was stopped; kept" in resumed.stderr
+    assert judge_server.count() - asked <= 18  # job 0 is not asked again, job 1 only for what it lacked
+    for job in ("0", "1", "2"):
+        ids = [
+            json.loads(line)["id"] for line in (sweep_dir / job / "results.jsonl").read_text().splitlines()
+        ]
+        assert len(ids) == 3 and len(set(ids)) == 3, job
+
+    runs = client.search_runs([experiment.experiment_id])
+    assert client.get_run(parent.info.run_id).info.status == "FINISHED"  # the same parent, continued
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+    assert sorted(r.data.params["model.temperature"] for r in children) == ["0.0", "0.5", "1.0"]
+    assert all(r.info.status == "FINISHED" for r in runs)
+    assert len(runs) == len(children) + 2  # the parent and the plain run: no empty new parent
+
+
+@pytest.mark.slow
+def test_resume_true_with_no_unfinished_sweep_is_a_usage_error(tmp_path: Path) -> None:
+    from tests.conftest import run_cli
+
+    result = run_cli(
+        ["-m", "scorer=exact_match", "tracking=none", "dataset.limit=2,3", "resume=true"], cwd=tmp_path
+    )
+    assert result.returncode == 2
+    assert "resume=true: no unfinished sweep with these overrides" in result.stderr
+    assert "Traceback" not in result.stderr and not list(tmp_path.glob("multirun/*/*/0"))
