@@ -162,3 +162,11 @@ def test_a_poisoned_cache_row_is_a_miss_asked_again(
     assert code == 0 and again.means == first.means
     assert scripted.count() == 2 * asked  # every request asked again, none served from the poison
     assert capsys.readouterr().err.count("ignoring an unreadable entry of the judge cache") == 1
+
+
+def test_a_huge_number_in_another_column_of_a_record_is_a_data_error() -> None:
+    from evalframe.data import Rows, rows_from_records
+
+    rows = Rows.of(rows_from_records([{"input": "q", "n": int("9" * 4000) ** 2}], {}), "data")
+    with pytest.raises(EvalframeError, match=r"data, line 1 \(id 1\): a value cannot be read"):
+        rows.validate(lambda window: None)  # before any call, not when results.jsonl is written
