@@ -10,6 +10,7 @@ imported only when a job really runs.
 
 from __future__ import annotations
 
+import errno
 import sys
 import tempfile
 from pathlib import Path
@@ -136,6 +137,16 @@ def run(cfg: DictConfig) -> tuple[int, float]:
     except EvalframeError as e:
         print(f"error: {e}", file=sys.stderr)
         return e.exit_code, failed.worst
+    except OSError as e:
+        if e.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
+            raise
+        # Past the journal (which says how to resume): its items are all on disk, the report is not.
+        print(
+            f"error: cannot write {e.filename or output_dir} ({e.strerror}); the finished items are in "
+            f"{output_dir}. Free some space, then log them with: python -m evalframe log_run={output_dir}",
+            file=sys.stderr,
+        )
+        return EXIT_STORAGE, failed.worst
 
 
 @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")

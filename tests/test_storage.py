@@ -397,3 +397,39 @@ def test_resume_true_with_no_unfinished_sweep_is_a_usage_error(tmp_path: Path) -
     assert result.returncode == 2
     assert "resume=true: no unfinished sweep with these overrides" in result.stderr
     assert "Traceback" not in result.stderr and not list(tmp_path.glob("multirun/*/*/0"))
+
+
+def test_a_disk_that_fills_after_the_last_item_says_how_to_log_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The command's own task in process: the report cannot be written, every item is on disk."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import OmegaConf, open_dict
+
+    from evalframe import __main__ as command
+    from evalframe import html_report
+    from evalframe.paths import CONF_DIR
+
+    def full(*args: Any, **kwargs: Any) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "report.html"))
+
+    monkeypatch.setattr(html_report, "write_run_report", full)
+    GlobalHydra.instance().clear()
+    overrides = ["scorer=exact_match", "tracking=none", "dataset.limit=3", f"hydra.run.dir={tmp_path}"]
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = hydra_compose("config", overrides=overrides, return_hydra_config=True)
+    with open_dict(cfg):
+        cfg.hydra.runtime.output_dir = str(tmp_path)
+    HydraConfig.instance().set_config(cfg)
+    try:
+        code, _ = command.run(OmegaConf.masked_copy(cfg, [str(k) for k in cfg if k != "hydra"]))
+    finally:
+        HydraConfig.instance().cfg = None
+    assert code == 5
+    err = capsys.readouterr().err
+    assert f"error: cannot write {tmp_path / 'report.html'} (No space left on device)" in err
+    assert f"log_run={tmp_path}" in err and "Traceback" not in err
+    assert len((tmp_path / "results.jsonl").read_text().splitlines()) == 3
