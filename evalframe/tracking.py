@@ -140,7 +140,6 @@ def log_run(
     # In a sweep each job is a child of the sweep's run: the UI nests them, and its compare view and
     # parallel-coordinates chart show swept params against scores.
     nesting = {"mlflow.parentRunId": parent} if parent else {}
-    nesting.update(_holder())
     metrics = result.metrics()
     objective = result.objective
     if objective is not None:
@@ -149,7 +148,7 @@ def log_run(
         tags = {**tags, "evalframe.objective": f"{objective.metric} ({objective.direction})"}
         if not math.isnan(objective.value):  # left out, like every other NaN metric
             metrics["objective"] = objective.value
-    with mlflow.start_run(run_name=run_name, tags=nesting) as run:
+    with mlflow.start_run(run_name=run_name, tags={**nesting, **_holder()}) as run:
         mlflow.set_tags(dict(tags))
         if len(result.items) < result.count:
             # A large run's table, reasons.md and prompts.jsonl show its first items (keep_items);
