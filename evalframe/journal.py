@@ -99,7 +99,6 @@ class Journal:
         self.directory = directory
         self.path = directory / RESULTS
         self._file: TextIO | None = None
-        self.resume_command = ""  # how to continue this run, for the message when its disk is full
 
     @property
     def manifest(self) -> dict[str, Any]:
@@ -117,7 +116,6 @@ class Journal:
         """Begin (or, with resume, continue) the run's record; `inputs` is the digest of the rows and
         the target's prompt or code (the config's fingerprint cannot see a dataset file edited in place)."""
         safe = redact(config)  # the manifest is a file on disk like any other: no secrets in it
-        self.resume_command = f"the same command plus resume={self.directory}"
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             self._write_manifest(
@@ -147,7 +145,8 @@ class Journal:
     def _full(self, e: OSError) -> StorageError:
         return StorageError(
             f"cannot write {e.filename or self.path} ({e.strerror}): the run stopped; its finished items "
-            f"are kept in {self.path}. Free some space, then continue with {self.resume_command}"
+            f"are kept in {self.path}. Free some space, then continue with the same command plus "
+            f"resume={self.directory}"
         )
 
     def resumed(self, inputs: str) -> list[ItemResult]:
