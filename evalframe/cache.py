@@ -115,16 +115,20 @@ class Cache:
     def put(self, k: str, value: dict[str, Any]) -> None:
         if self.mode not in ("readwrite", "write"):
             return
-        try:
-            self._db().execute(
-                "INSERT OR REPLACE INTO replies (key, value, created) VALUES (?, ?, ?)",
-                (k, json.dumps(value, ensure_ascii=False), time.time()),
-            )
-        except (sqlite3.Error, OSError) as e:  # a full disk: the run goes on, it just stores nothing
-            self._give_up("write", e, "read" if self.mode == "readwrite" else "off")
-            return
-        if self.mode == "readwrite":
+        stored = self._write(
+            "INSERT OR REPLACE INTO replies (key, value, created) VALUES (?, ?, ?)",
+            (k, json.dumps(value, ensure_ascii=False), time.time()),
+        )
+        if stored and self.mode == "readwrite":
             self.release(k)  # after the reply: a waiter never sees neither
+
+    def _write(self, sql: str, args: tuple[Any, ...]) -> sqlite3.Cursor | None:
+        """One write; if it fails (a full disk) the run goes on without storing anything more."""
+        try:
+            return self._db().execute(sql, args)
+        except (sqlite3.Error, OSError) as e:
+            self._give_up("write", e, "read" if self.mode == "readwrite" else "off")
+            return None
 
     def _give_up(self, what: str, error: Exception, mode: str) -> None:
         """The cache failed (disk full, unreadable file): warn once and go on without that part of it."""
@@ -159,10 +163,7 @@ class Cache:
             hit = self.get(k)
             if hit is not None:
                 return hit
-            try:
-                self._drop_stale(k, patience)
-            except (sqlite3.Error, OSError) as e:
-                self._give_up("write", e, "read")
+            self._drop_stale(k, patience)
             await asyncio.sleep(delay)
             delay = min(delay * 1.5, 0.5)
         return None
@@ -170,23 +171,16 @@ class Cache:
     def release(self, k: str) -> None:
         """Give up this process's claim on `k` (the request failed, or its reply is stored)."""
         if self.mode == "readwrite":
-            try:
-                self._db().execute(
-                    "DELETE FROM pending WHERE key = ? AND host = ? AND pid = ?", (k, self.host, os.getpid())
-                )
-            except (sqlite3.Error, OSError) as e:
-                self._give_up("write", e, "read")
+            self._write(
+                "DELETE FROM pending WHERE key = ? AND host = ? AND pid = ?", (k, self.host, os.getpid())
+            )
 
     def _try_claim(self, k: str) -> bool:
-        try:
-            cursor = self._db().execute(
-                "INSERT OR IGNORE INTO pending (key, host, pid, claimed) VALUES (?, ?, ?, ?)",
-                (k, self.host, os.getpid(), time.time()),
-            )
-        except (sqlite3.Error, OSError) as e:
-            self._give_up("write", e, "read")
-            return True  # not shared any more: this process asks itself
-        return cursor.rowcount == 1
+        cursor = self._write(
+            "INSERT OR IGNORE INTO pending (key, host, pid, claimed) VALUES (?, ?, ?, ?)",
+            (k, self.host, os.getpid(), time.time()),
+        )
+        return cursor is None or cursor.rowcount == 1  # None: claims are off, this process asks itself
 
     def _drop_stale(self, k: str, patience: float) -> None:
         row = self._db().execute("SELECT host, pid, claimed FROM pending WHERE key = ?", (k,)).fetchone()
@@ -196,7 +190,7 @@ class Cache:
         dead = host == self.host and not alive(pid)
         if dead or time.time() - claimed > patience:
             # Only that very claim: if another waiter took over meanwhile, its claim stands.
-            self._db().execute(
+            self._write(
                 "DELETE FROM pending WHERE key = ? AND host = ? AND pid = ? AND claimed = ?",
                 (k, host, pid, claimed),
             )
