@@ -11,19 +11,41 @@ imported only when a job really runs.
 
 from __future__ import annotations
 
+import errno
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import hydra
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
+from evalframe.errors import EXIT_STORAGE
 from evalframe.paths import CONF_DIR
 
 # The worst exit code of the run (or of all jobs of a sweep): Hydra passes return values to the
 # sweeper, not to the shell.
 _exit_code = 0
+
+
+def _new_run_dir(base: str) -> str:
+    """The `${evalframe.run_dir:...}` of conf/config.yaml's hydra.run.dir and hydra.sweep.dir: a fresh
+    directory of this run's own. Cached by OmegaConf (and copied into every job of a sweep), so it is
+    created once per run or sweep."""
+    from evalframe.journal import new_run_dir
+
+    try:
+        return str(new_run_dir(base))
+    except OSError as e:  # a read-only working directory: before Hydra writes anything
+        print(
+            f"error: cannot create the run directory {base} ({e.strerror}); run from a directory you can "
+            "write to, or choose another with hydra.run.dir=... (a sweep: hydra.sweep.dir=...)",
+            file=sys.stderr,
+        )
+        raise SystemExit(EXIT_STORAGE) from None
+
+
+OmegaConf.register_new_resolver("evalframe.run_dir", _new_run_dir, use_cache=True, replace=True)
 
 
 def log_saved_run(directory: Path, config: dict[str, Any]) -> int:
@@ -65,17 +87,31 @@ def log_saved_run(directory: Path, config: dict[str, Any]) -> int:
     return code
 
 
+def _finished_job(directory: Path, config: dict[str, Any]) -> int:
+    """A job of a resumed sweep that had finished before the kill: kept as it is (logged to MLflow
+    now if the kill came before it was), not run again."""
+    from evalframe.sweep import EXIT_CODE
+
+    code_file = directory / EXIT_CODE
+    if not code_file.is_file():  # finished, but killed before its exit code (so before MLflow) was in
+        return log_saved_run(directory, config)
+    print(f"job {directory.name}: finished before the sweep was stopped; kept", file=sys.stderr)
+    return int(code_file.read_text())
+
+
 def run(cfg: DictConfig) -> tuple[int, float]:
     """Hydra's task: resolve the config, run the mode it asks for, and turn every outcome into an
     exit code. Also returns the run's objective for a sweeper such as Optuna (the worst value when
     there is none)."""
     from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
     from omegaconf import OmegaConf
 
     from evalframe import config as configs
+    from evalframe import objective as objectives
     from evalframe import pipeline, redaction, report
     from evalframe.errors import EXIT_USAGE, EvalframeError
-    from evalframe.journal import resume_dir
+    from evalframe.journal import Journal, resume_dir
     from evalframe.results import Objective
     from evalframe.sweep import require_multirun
 
@@ -100,8 +136,16 @@ def run(cfg: DictConfig) -> tuple[int, float]:
             code, objective = rescore.main(config, output_dir, overrides)
             return code, (objective or failed).returned()
         require_multirun(hydra_cfg)
-        # Hydra's default run directory is outputs/DATE/TIME: unfinished runs are looked for there.
-        resume_from = resume_dir(config.get("resume"), output_dir.parent.parent, config)
+        if hydra_cfg.mode == RunMode.MULTIRUN and config.get("resume") not in (None, False, "false"):
+            # A job of a resumed sweep: its directory is the killed sweep's, holding what it did.
+            manifest = Journal(output_dir).manifest
+            if manifest.get("status") == "finished":
+                kept = objectives.from_json(manifest.get("objective"))
+                return _finished_job(output_dir, config), (kept or failed).returned()
+            resume_from = resume_dir(str(output_dir), output_dir, config) if manifest else None
+        else:
+            # Hydra's default run directory is outputs/DATE/TIME: unfinished runs are looked for there.
+            resume_from = resume_dir(config.get("resume"), output_dir.parent.parent, config)
         result, code = pipeline.evaluate(config, output_dir, resume_from, overrides)
         return code, (result.objective or failed).returned()
     except EvalframeError as e:
@@ -109,6 +153,16 @@ def run(cfg: DictConfig) -> tuple[int, float]:
         if e.exit_code == EXIT_USAGE:
             discard_unused(output_dir, hydra_files)
         return e.exit_code, failed.worst
+    except OSError as e:
+        if e.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
+            raise
+        # Past the journal (which says how to resume): its items are all on disk, the report is not.
+        print(
+            f"error: cannot write {e.filename or output_dir} ({e.strerror}); the finished items are in "
+            f"{output_dir}. Free some space, then log them with: python -m evalframe log_run={output_dir}",
+            file=sys.stderr,
+        )
+        return EXIT_STORAGE, failed.worst
 
 
 def discard_unused(output_dir: Path, hydra_files: Path) -> None:
@@ -170,11 +224,57 @@ def _ui(args: list[str]) -> int:
         return e.exit_code
 
 
+def _resumed_sweep(argv: list[str]) -> list[str]:
+    """`-m ... resume=true` continues the newest unfinished sweep with the same overrides (or
+    `resume=multirun/DATE/TIME`, that one) in its own directory: hydra.sweep.dir is set to it, where
+    each job finds what it finished, and the sweep's MLflow parent run goes on."""
+    from hydra._internal.utils import get_args_parser
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    args, _ = get_args_parser().parse_known_args(argv)
+    if not args.multirun or not args.overrides:
+        return argv
+    try:
+        parsed = OverridesParser.create().parse_overrides(args.overrides)
+    except Exception:  # Hydra says what is wrong with the command line
+        return argv
+    given = {o.get_key_element().lstrip("+~"): o for o in parsed}
+    resume = given.get("resume")
+    if resume is None or "hydra.sweep.dir" in given or str(resume.value()).lower() in ("false", "none"):
+        return argv
+    from evalframe import sweep
+    from evalframe.errors import ConfigError
+
+    task = [str(o.input_line) for o in parsed if not o.is_hydra_override()]
+    if str(resume.value()).lower() == "true":
+        found = sweep.find_unfinished(Path("multirun"), task)
+        if found is None:
+            raise ConfigError(
+                f"resume=true: no unfinished sweep with these overrides under {Path('multirun').resolve()}; "
+                "name its directory with resume=multirun/DATE/TIME, or drop resume"
+            )
+    else:
+        found = Path(str(resume.value())).expanduser()
+        if not (found / sweep.SWEEP).is_file():
+            raise ConfigError(
+                f"resume={resume.value()}: {found} holds no evalframe sweep ({sweep.SWEEP} is missing)"
+            )
+    print(f"resuming the sweep in {found}", file=sys.stderr)
+    return [*argv, f"hydra.sweep.dir='{found}'"]
+
+
 def main() -> None:
+    from evalframe.errors import EvalframeError
+
     if sys.argv[1:2] == ["ui"]:  # not a run: no run directory, no Hydra app
         sys.exit(_ui(sys.argv[2:]))
     with tempfile.TemporaryDirectory(prefix="evalframe-") as scratch:  # a re-scored run's download
         sys.argv[1:] = _subcommand(sys.argv[1:], scratch)
+        try:
+            sys.argv[1:] = _resumed_sweep(sys.argv[1:])
+        except EvalframeError as e:
+            print(f"error: {e}", file=sys.stderr)
+            raise SystemExit(e.exit_code) from None
         try:
             _task()
         except SystemExit as e:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evalframe.cache import MODES
-from evalframe.errors import ConfigError
+from evalframe.errors import ConfigError, StorageError
 from evalframe.paths import CONF_DIR
 
 if TYPE_CHECKING:
@@ -294,8 +294,8 @@ def _prepare(
         config["dataset"]["digest"] = _digest(rows)
 
     outputs = Path("outputs").resolve()
-    run_dir = Path(output_dir) if output_dir is not None else _fresh_dir(outputs)
     resume_from = journal.resume_dir(resume, outputs, config) if resume else None
+    run_dir = Path(output_dir) if output_dir is not None else resume_from or _fresh_dir(outputs)
     given = Given(target=built_target, scorers=objects, rows=rows, source=source)
     return _Prepared(config, given, run_dir, resume_from, overrides, verbose)
 
@@ -373,14 +373,17 @@ def _digest(rows: list[Row]) -> str:
 
 
 def _fresh_dir(outputs: Path) -> Path:
-    """outputs/DATE/TIME as the CLI's runs (so resume=True finds both), never one that exists."""
+    """outputs/DATE/TIME as the CLI's runs (so resume=True finds both), a new one of this run's own."""
+    from evalframe.journal import new_run_dir
+
     now = datetime.now()
     base = outputs / now.strftime("%Y-%m-%d") / now.strftime("%H-%M-%S")
-    candidate, n = base, 1
-    while candidate.exists():
-        n += 1
-        candidate = base.with_name(f"{base.name}-{n}")
-    return candidate
+    try:
+        return new_run_dir(base)
+    except OSError as e:
+        raise StorageError(
+            f"cannot create the run directory {base} ({e.strerror}); pass output_dir=..."
+        ) from None
 
 
 # --- running ----------------------------------------------------------------------------------------

@@ -10,6 +10,9 @@ each request is still asked once, a process claims a request before asking (a ro
 inserted with INSERT OR IGNORE: exactly one process wins); the others wait for the reply to land.
 A claim whose process died (same host, pid gone) or that is older than the caller's patience is
 taken over, so a killed job never blocks the others.
+
+The cache only saves calls: a cache that cannot be written (a full disk) warns once and the run goes
+on without storing, and a damaged row is a miss, asked again.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import os
 import random
 import socket
 import sqlite3
+import sys
 import threading
 import time
 from collections.abc import Mapping
@@ -54,6 +58,7 @@ class Cache:
         self.path = Path(directory or default_dir()).expanduser() / "replies.sqlite"
         self._local = threading.local()
         self.host = socket.gethostname()
+        self._warned: set[str] = set()
         if mode != "off":
             try:
                 db = self._db()
@@ -65,10 +70,8 @@ class Cache:
                     "CREATE TABLE IF NOT EXISTS pending"
                     " (key TEXT PRIMARY KEY, host TEXT NOT NULL, pid INTEGER NOT NULL, claimed REAL NOT NULL)"
                 )
-            except sqlite3.Error as e:
-                raise ConfigError(
-                    f"cannot open the cache at {self.path} ({e}); set cache.dir or use cache.mode=off"
-                ) from None
+            except (sqlite3.Error, OSError) as e:  # a full disk, a folder it may not write
+                self._give_up("open", e, "off")
 
     def _db(self) -> sqlite3.Connection:
         db = getattr(self._local, "db", None)
@@ -92,19 +95,54 @@ class Cache:
     def get(self, k: str) -> dict[str, Any] | None:
         if self.mode not in ("readwrite", "read"):
             return None
-        row = self._db().execute("SELECT value FROM replies WHERE key = ?", (k,)).fetchone()
-        return json.loads(row[0]) if row else None
+        try:
+            row = self._db().execute("SELECT value FROM replies WHERE key = ?", (k,)).fetchone()
+        except (sqlite3.Error, OSError) as e:
+            self._give_up("read", e, "off")
+            return None
+        if not row:
+            return None
+        try:
+            value = json.loads(row[0])
+        except (ValueError, RecursionError, TypeError):
+            value = None
+        if not (isinstance(value, dict) and isinstance(value.get("raw"), str)) or "error" in value:
+            # A damaged or tampered row is a miss: the request is asked again and its row replaced.
+            self._warn("entry", f"warning: ignoring an unreadable entry of the judge cache {self.path}")
+            return None
+        return {"raw": value["raw"]}  # the disk cache stores replies, never errors
 
     def put(self, k: str, value: dict[str, Any]) -> None:
         if self.mode not in ("readwrite", "write"):
             return
-        db = self._db()
-        db.execute(
+        stored = self._write(
             "INSERT OR REPLACE INTO replies (key, value, created) VALUES (?, ?, ?)",
             (k, json.dumps(value, ensure_ascii=False), time.time()),
         )
-        if self.mode == "readwrite":
+        if stored and self.mode == "readwrite":
             self.release(k)  # after the reply: a waiter never sees neither
+
+    def _write(self, sql: str, args: tuple[Any, ...]) -> sqlite3.Cursor | None:
+        """One write; if it fails (a full disk) the run goes on without storing anything more."""
+        try:
+            return self._db().execute(sql, args)
+        except (sqlite3.Error, OSError) as e:
+            self._give_up("write", e, "read" if self.mode == "readwrite" else "off")
+            return None
+
+    def _give_up(self, what: str, error: Exception, mode: str) -> None:
+        """The cache failed (disk full, unreadable file): warn once and go on without that part of it."""
+        self._warn(
+            what,
+            f"warning: cannot {what} the judge cache {self.path} ({error}); the run goes on without "
+            f"{'storing replies' if what == 'write' else 'the cache'} (cache.dir sets another folder)",
+        )
+        self.mode = mode
+
+    def _warn(self, kind: str, message: str) -> None:
+        if kind not in self._warned:
+            self._warned.add(kind)
+            print(message, file=sys.stderr)
 
     async def claim(self, k: str, patience: float) -> dict[str, Any] | None:
         """Before asking the model for `k`: None if this process should ask (it then holds the claim
@@ -116,7 +154,7 @@ class Cache:
         if self.mode != "readwrite":
             return None
         delay = 0.02
-        while True:
+        while self.mode == "readwrite":  # a failed write (disk full) turns claims off: then just ask
             if self._try_claim(k):
                 hit = self.get(k)  # it may have landed between the caller's miss and the claim
                 if hit is not None:
@@ -128,30 +166,31 @@ class Cache:
             self._drop_stale(k, patience)
             await asyncio.sleep(delay)
             delay = min(delay * 1.5, 0.5)
+        return None
 
     def release(self, k: str) -> None:
         """Give up this process's claim on `k` (the request failed, or its reply is stored)."""
         if self.mode == "readwrite":
-            self._db().execute(
+            self._write(
                 "DELETE FROM pending WHERE key = ? AND host = ? AND pid = ?", (k, self.host, os.getpid())
             )
 
     def _try_claim(self, k: str) -> bool:
-        cursor = self._db().execute(
+        cursor = self._write(
             "INSERT OR IGNORE INTO pending (key, host, pid, claimed) VALUES (?, ?, ?, ?)",
             (k, self.host, os.getpid(), time.time()),
         )
-        return cursor.rowcount == 1
+        return cursor is None or cursor.rowcount == 1  # None: claims are off, this process asks itself
 
     def _drop_stale(self, k: str, patience: float) -> None:
         row = self._db().execute("SELECT host, pid, claimed FROM pending WHERE key = ?", (k,)).fetchone()
         if row is None:
             return
         host, pid, claimed = row
-        dead = host == self.host and not _alive(pid)
+        dead = host == self.host and not alive(pid)
         if dead or time.time() - claimed > patience:
             # Only that very claim: if another waiter took over meanwhile, its claim stands.
-            self._db().execute(
+            self._write(
                 "DELETE FROM pending WHERE key = ? AND host = ? AND pid = ? AND claimed = ?",
                 (k, host, pid, claimed),
             )
@@ -160,7 +199,8 @@ class Cache:
         """Called when a request is about to go to the model (no stored reply served it)."""
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """Whether a process of this machine still exists."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

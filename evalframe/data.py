@@ -8,6 +8,7 @@ never loaded whole, so a dataset's size does not set a run's memory.
 from __future__ import annotations
 
 import csv
+import hashlib
 import itertools
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -44,7 +45,8 @@ def _text(value: Any) -> str | None:
 
 def _records(path: Path, fmt: str) -> Iterator[tuple[int, dict[str, Any]]]:
     try:
-        handle = path.open(encoding="utf-8", newline="")
+        # utf-8-sig: a byte-order mark (Excel, Notepad) is dropped, not read into the first column's name.
+        handle = path.open(encoding="utf-8-sig", newline="")
     except OSError as e:
         raise DataError(
             f"cannot open dataset {path}: {e.strerror}; set dataset.path to an existing file"
@@ -65,6 +67,8 @@ def _records(path: Path, fmt: str) -> Iterator[tuple[int, dict[str, Any]]]:
                     raise DataError(
                         f"{path}, line {number}: not valid JSON ({e.msg} at column {e.colno})"
                     ) from None
+                except (ValueError, RecursionError) as e:  # an integer of thousands of digits; deep nesting
+                    raise DataError(f"{path}, line {number}: {_unreadable(e)}") from None
                 if not isinstance(record, dict):
                     raise DataError(
                         f"{path}, line {number}: expected a JSON object, got {type(record).__name__}"
@@ -74,6 +78,12 @@ def _records(path: Path, fmt: str) -> Iterator[tuple[int, dict[str, Any]]]:
             raise DataError(
                 f"{path}: not valid UTF-8 (byte offset {e.start}); re-save the file as UTF-8"
             ) from None
+
+
+def _unreadable(e: ValueError | RecursionError) -> str:
+    if isinstance(e, RecursionError):
+        return "a value is nested too deeply to read; flatten it"
+    return f"a value cannot be read ({e}); store it as a string"
 
 
 def resolve_path(path: str | None) -> Path:
@@ -111,35 +121,49 @@ def _rows(
         if limit is not None and len(seen) >= limit:
             break
         where = f"{source}, {unit} {number}"
-        if not isinstance(record, Mapping):
-            raise DataError(f"{where}: expected a dict (one per row), got {type(record).__name__}")
-        question = ""
-        if columns["input"] is not None:  # null: the dataset has no questions (e.g. answer pairs)
-            if columns["input"] not in record:
-                raise DataError(
-                    f"{where}: no {columns['input']!r} field for the input; {input_fix} "
-                    f"(found: {', '.join(map(str, record))})"
-                )
-            question = _text(record[columns["input"]]) or ""
-            if not question.strip():
-                raise DataError(
-                    f"{where}: the input ({columns['input']!r}) is empty; every row needs a question"
-                )
-        row_id = _text(record.get(columns["id"])) or str(number)
-        if row_id in seen:
+        try:
+            row = _row(record, number, columns, human_column, where, input_fix)
+        except (ValueError, RecursionError) as e:  # in-memory records: a huge integer, deep nesting
+            raise DataError(f"{where}: {_unreadable(e)}") from None
+        if row.id in seen:
             raise DataError(
-                f"{where}: id {row_id!r} repeats the id of {unit} {seen[row_id]}; ids must be unique"
+                f"{where}: id {row.id!r} repeats the id of {unit} {seen[row.id]}; ids must be unique"
             )
-        seen[row_id] = number
-        yield Row(
-            id=row_id,
-            input=question,
-            ground_truth=_text(record.get(columns["ground_truth"])),
-            output=_text(record.get(columns["output"])),
-            line=number,
-            extra=dict(record),
-            human=_human(record, human_column, where),
-        )
+        seen[row.id] = number
+        yield row
+
+
+def _row(
+    record: Any,
+    number: int,
+    columns: Mapping[str, str | None],
+    human_column: str | None,
+    where: str,
+    input_fix: str,
+) -> Row:
+    """One record as a Row through the column mapping; errors name `where`."""
+    if not isinstance(record, Mapping):
+        raise DataError(f"{where}: expected a dict (one per row), got {type(record).__name__}")
+    question = ""
+    if columns["input"] is not None:  # null: the dataset has no questions (e.g. answer pairs)
+        if columns["input"] not in record:
+            raise DataError(
+                f"{where}: no {columns['input']!r} field for the input; {input_fix} "
+                f"(found: {', '.join(map(str, record))})"
+            )
+        question = _text(record[columns["input"]]) or ""
+        if not question.strip():
+            raise DataError(f"{where}: the input ({columns['input']!r}) is empty; every row needs a question")
+    row_id = _text(record.get(columns["id"])) or str(number)
+    return Row(
+        id=row_id,
+        input=question,
+        ground_truth=_text(record.get(columns["ground_truth"])),
+        output=_text(record.get(columns["output"])),
+        line=number,
+        extra=dict(record),
+        human=_human(record, human_column, where),
+    )
 
 
 def _read(cfg: Mapping[str, Any]) -> Iterator[Row]:
@@ -171,6 +195,7 @@ class Rows:
         self._read = read
         self.source = source  # named in error messages
         self.count: int | None = None  # known once validate() has read them all
+        self.digest = ""  # of every row's content, known once validate() has read them all
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any]) -> Rows:
@@ -196,14 +221,26 @@ class Rows:
         """Read every row once, passing each window to `check` (which raises DataError); returns the
         first row (scorers check their prompts against it). Fails on an empty dataset."""
         count, first = 0, None
+        digest = hashlib.sha256()
         for window in self.windows(size):
             check(window)
             first = first or window[0]
             count += len(window)
+            for row in window:
+                digest.update(_content(row, self.source))
         if first is None:
             raise DataError(f"dataset {self.source} has no rows")
         self.count = count
+        self.digest = digest.hexdigest()
         return first
+
+
+def _content(row: Row, source: str) -> bytes:
+    """A row's content as bytes, for the dataset's digest (a resumed run checks its rows are the same)."""
+    try:  # repr, not JSON: twice as fast, and as stable for the str, number, list and dict a row holds
+        return repr((row.id, row.input, row.ground_truth, row.output, row.human, row.extra)).encode()
+    except (ValueError, RecursionError) as e:  # in-memory records: a huge integer, deep nesting
+        raise DataError(f"{source}, line {row.line} (id {row.id}): {_unreadable(e)}") from None
 
 
 def load_rows(cfg: Mapping[str, Any]) -> list[Row]:

@@ -5,6 +5,7 @@ EXIT_GATE_FAILED = 1  # a gate.min_score / gate.min_pass_rate check failed
 EXIT_USAGE = 2  # bad command line, config, data or prompts, or a missing key: found before any model call
 EXIT_TRACKING = 3  # the run finished and is on disk, but could not be logged to MLflow
 EXIT_UNSCORED = 4  # more items unscored than max_unscored_rate allows: the scores cannot be trusted
+EXIT_STORAGE = 5  # the run directory cannot be written (disk full, read-only): finished items are kept
 EXIT_INTERRUPTED = 130  # Ctrl-C: finished items are on disk; resume=true continues
 
 
@@ -27,3 +28,10 @@ class DataError(EvalframeError):
 
 class PromptError(EvalframeError):
     pass
+
+
+class StorageError(EvalframeError):
+    """The run's directory cannot be written (a full disk, a read-only folder): what is finished is
+    kept, and the message says how to continue once there is room."""
+
+    exit_code = EXIT_STORAGE

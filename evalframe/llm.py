@@ -9,6 +9,7 @@ and `python -m evalframe --help` must not pay for it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import os
@@ -416,9 +417,12 @@ class LLM:
         steps: dict[int, StepResult] = {}
         for i in indexes:
             hit = self.cache.get(keys[i])
+            try:
+                value = None if not hit or hit.get("error") else {"cosine": float(hit["raw"])}
+            except ValueError:  # a damaged cache row: embed it again
+                continue
             if hit:
                 self.stats.hits += 1
-                value = None if hit.get("error") else {"cosine": float(hit["raw"])}
                 steps[i] = StepResult(
                     "embed",
                     [],
@@ -467,7 +471,8 @@ class LLM:
         for text in texts:
             hit = self.cache.get(self._embedding_key("text", text))
             if hit:
-                vectors[text] = np.asarray(json.loads(hit["raw"]), dtype=np.float64)
+                with contextlib.suppress(ValueError, TypeError):  # a damaged cache row: embed it again
+                    vectors[text] = np.asarray(json.loads(hit["raw"]), dtype=np.float64)
         todo = [t for t in texts if t not in vectors]
         if not todo:
             return vectors

@@ -9,6 +9,7 @@ dataset row and every prompt template.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import sys
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
@@ -23,7 +24,7 @@ from evalframe.cache import Cache
 from evalframe.context import Context
 from evalframe.data import Row
 from evalframe.errors import EXIT_INTERRUPTED, ConfigError
-from evalframe.journal import Journal, read_items
+from evalframe.journal import Journal
 from evalframe.results import ItemResult, Objective, RunResult, ScoreResult
 from evalframe.scorers import Scorer
 from evalframe.summary import Summary
@@ -40,6 +41,7 @@ class Plan:
     target: Target
     scorers: dict[str, Scorer]
     rows: data.Rows  # validated; read again window by window when the run executes
+    inputs: str = ""  # digest of the rows' content and the target's prompt or code: what resume checks
 
 
 @dataclass
@@ -105,7 +107,8 @@ def plan(config: dict[str, Any], given: Given | None = None) -> Plan:
     first = rows.validate(check, window_size(config))  # the whole file, one pass, before any call
     for scorer in scorers.values():
         scorer.validate(first)
-    return Plan(config, target, scorers, rows)
+    inputs = hashlib.sha256(f"{rows.digest}\n{target.identity()}".encode()).hexdigest()[:16]
+    return Plan(config, target, scorers, rows, inputs)
 
 
 def window_size(config: Mapping[str, Any]) -> int:
@@ -202,7 +205,7 @@ def evaluate(
     gate_cfg = config.get("gate") or {}
     gate.validate(gate_cfg, list(p.scorers))
     journal = Journal(resume_from or output_dir)
-    done = [i for i in read_items(journal.path) if set(i.scores) == set(p.scorers)] if resume_from else []
+    done = [i for i in journal.resumed(p.inputs) if set(i.scores) == set(p.scorers)] if resume_from else []
     if resume_from:
         print(f"resuming {resume_from}: {len(done)} of {len(p.rows)} items already done", file=sys.stderr)
     cache_cfg = config.get("cache") or {}
@@ -210,7 +213,7 @@ def evaluate(
         limiter=asyncio.Semaphore(int(config.get("concurrency", 8))),
         cache=(given and given.cache) or Cache(cache_cfg.get("mode", "readwrite"), cache_cfg.get("dir")),
     )
-    journal.start(config, len(p.rows), resume=resume_from is not None, overrides=overrides)
+    journal.start(config, len(p.rows), resume=resume_from is not None, overrides=overrides, inputs=p.inputs)
     todo = len(p.rows) - len(done)
     try:
         with report.progress(todo * (len(p.scorers) + p.target.reports_progress), ctx.stats) as advance:

@@ -80,7 +80,12 @@ class PromptSet:
             raise PromptError(
                 f"prompt file {self.directory / name}: {e.message}; the variables available are: {known}"
             ) from None
-        except jinja2.exceptions.SecurityError as e:
+        except jinja2.TemplateNotFound as e:  # {% include %}, {% import %} or {% extends %} of another file
+            raise PromptError(
+                f"prompt file {self.directory / name}: it includes {e.name!r}, which is not a file in "
+                f"{self.directory} (a prompt can include only the files of its own folder)"
+            ) from None
+        except jinja2.TemplateError as e:  # a sandbox violation, a syntax error in an included file
             raise PromptError(f"prompt file {self.directory / name}: {e}") from None
 
 
@@ -103,7 +108,11 @@ class TextTemplate:
 
     def __init__(self, source: str, where: str):
         self.where = where
-        env = ImmutableSandboxedEnvironment(undefined=jinja2.StrictUndefined, autoescape=False)
+        env = ImmutableSandboxedEnvironment(
+            loader=jinja2.DictLoader({}),  # a value includes no file: `{% include %}` finds nothing
+            undefined=jinja2.StrictUndefined,
+            autoescape=False,
+        )
         try:
             self._template = env.from_string(source)
         except jinja2.TemplateSyntaxError as e:
@@ -115,5 +124,9 @@ class TextTemplate:
         except jinja2.UndefinedError as e:
             known = ", ".join(sorted(variables)) or "none"
             raise PromptError(f"{self.where}: {e.message}; the variables available are: {known}") from None
-        except jinja2.exceptions.SecurityError as e:
+        except jinja2.TemplateNotFound as e:
+            raise PromptError(
+                f"{self.where}: it includes {e.name!r}; a config template cannot include files"
+            ) from None
+        except jinja2.TemplateError as e:  # a sandbox violation, a syntax error in an included file
             raise PromptError(f"{self.where}: {e}") from None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -18,11 +19,42 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from evalframe.cache import alive
 from evalframe.errors import ConfigError
 from evalframe.jobs import best_of, objective_of, read_jobs, swept_keys
+from evalframe.redaction import redact_overrides
 
 EXIT_CODE = "exit_code"  # each job's exit code, in its directory
+SWEEP = "sweep.json"  # the sweep's own record: its overrides, status, process and MLflow parent run
 worst_exit_code = 0  # of the last sweep's jobs, whichever process they ran in
+
+
+def _without_resume(overrides: list[str]) -> list[str]:
+    """A sweep's identity: its overrides, secrets blanked, `resume=...` left out."""
+    return [o for o in redact_overrides(overrides) if o.split("=", 1)[0].lstrip("+~") != "resume"]
+
+
+def find_unfinished(root: Path, overrides: list[str]) -> Path | None:
+    """The newest sweep directory under `root` (multirun/) whose sweep ran with these overrides and did
+    not finish, and whose process is gone (a live one is still running, not to be resumed)."""
+    wanted = _without_resume(overrides)
+    for marker in sorted(root.glob(f"*/*/{SWEEP}"), key=lambda p: p.stat().st_mtime, reverse=True):
+        try:
+            record = json.loads(marker.read_text())
+        except (OSError, ValueError):
+            continue
+        if record.get("status") != "running" or _without_resume(record.get("overrides", [])) != wanted:
+            continue
+        if record.get("host") == socket.gethostname() and alive(int(record.get("pid", 0))):
+            continue
+        return marker.parent
+    return None
+
+
+def _write_marker(sweep_dir: Path, record: dict[str, Any]) -> None:
+    tmp = sweep_dir / f".{SWEEP}.tmp"
+    tmp.write_text(json.dumps(record, indent=1))
+    os.replace(tmp, sweep_dir / SWEEP)
 
 
 def require_multirun(hydra_cfg: Any) -> None:
@@ -83,13 +115,22 @@ class SweepCallback(Callback):
 
         check_objective(config)
         os.environ[tracking.SWEPT] = json.dumps(sweep_keys(config))
+        sweep_dir = Path(config.hydra.sweep.dir)
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        overrides = list(config.hydra.overrides.task)
+        # A resumed sweep (`-m ... resume=true`: __main__ points hydra.sweep.dir at it) continues its
+        # own MLflow parent run; its jobs find what they finished in their directories.
+        earlier = json.loads((sweep_dir / SWEEP).read_text()) if (sweep_dir / SWEEP).is_file() else {}
+        parent = earlier.get("parent_run_id")
         if OmegaConf.select(config, "tracking.enabled"):
-            tracking.start_parent(
-                uri=str(OmegaConf.select(config, "tracking.uri")),
-                experiment=str(OmegaConf.select(config, "tracking.experiment")),
-                name=f"sweep {Path(config.hydra.sweep.dir).name}",
-                overrides=list(config.hydra.overrides.task),
-            )
+            uri = str(OmegaConf.select(config, "tracking.uri"))
+            experiment = str(OmegaConf.select(config, "tracking.experiment"))
+            if not (parent and tracking.reopen_parent(uri, parent)):
+                parent = tracking.start_parent(
+                    uri=uri, experiment=experiment, name=f"sweep {sweep_dir.name}", overrides=overrides
+                )
+        record = {"status": "running", "overrides": redact_overrides(overrides), "parent_run_id": parent}
+        _write_marker(sweep_dir, {**record, "host": socket.gethostname(), "pid": os.getpid()})
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         from evalframe import html_report, report, tracking
@@ -109,6 +150,8 @@ class SweepCallback(Callback):
         if written:  # written[0] is sweep.html, the plots follow
             report.console.print(f"sweep report: {written[0]}", soft_wrap=True, markup=False, highlight=False)
         os.environ.pop(tracking.SWEPT, None)
+        if (sweep_dir / SWEEP).is_file():
+            _write_marker(sweep_dir, {**json.loads((sweep_dir / SWEEP).read_text()), "status": "finished"})
         tracking.end_parent(
             str(OmegaConf.select(config, "tracking.uri")), best, objective, sweep_dir, written
         )

@@ -39,6 +39,11 @@ class Target(ABC):
     def validate(self, rows: list[Row], source: str) -> None:  # noqa: B027 - optional hook
         """Check rows and prompts before any model call."""
 
+    def identity(self) -> str:
+        """What the outputs depend on beyond the config (a prompt file's text, a function's code): a
+        run is not resumed once it changed."""
+        return ""
+
     @abstractmethod
     async def outputs(self, rows: list[Row], ctx: Context) -> list[tuple[str, StepResult | None]]:
         """One (output, how it was made) per row, in order."""
@@ -68,6 +73,9 @@ class LLMTarget(Target):
 
     def _render(self, row: Row) -> list[dict[str, str]]:
         return self.prompt.render(input=row.input, row=dict(row.extra))
+
+    def identity(self) -> str:
+        return self.prompt.path.read_text(encoding="utf-8", errors="replace")
 
     def validate(self, rows: list[Row], source: str) -> None:
         for row in rows:  # rendering is cheap; every row, so a column a template uses is never missing
@@ -151,6 +159,12 @@ class PythonTarget(Target):
     @property
     def name(self) -> str:
         return f"{getattr(self.fn, '__module__', '?')}:{getattr(self.fn, '__qualname__', repr(self.fn))}"
+
+    def identity(self) -> str:
+        try:
+            return inspect.getsource(self.fn)
+        except (OSError, TypeError):  # defined in a REPL, a builtin: its name is all there is
+            return self.name
 
     def _check_arguments(self) -> None:
         try:

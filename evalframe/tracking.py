@@ -10,6 +10,7 @@ import json
 import math
 import os
 import re
+import socket
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from evalframe import html_report, report, summary
+from evalframe.cache import alive
 from evalframe.errors import EXIT_OK, EXIT_TRACKING, ConfigError
 from evalframe.jobs import Best
 from evalframe.redaction import REDACTED, redact, redact_overrides
@@ -39,6 +41,27 @@ OVERRIDES_TAG = "evalframe.overrides"  # the run's command line: rescore compose
 # (each job's run is its child) and the keys it varies (each job's run is named after its values).
 PARENT_RUN = "EVALFRAME_PARENT_RUN_ID"
 SWEPT = "EVALFRAME_SWEPT_KEYS"
+# Which process holds a run open: a RUNNING run whose process is gone (SIGKILL, power loss) is stale.
+HOST_TAG, PID_TAG = "evalframe.host", "evalframe.pid"
+
+
+def _holder() -> dict[str, str]:
+    return {HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid())}
+
+
+def reap(client: Any, experiment_id: str) -> None:
+    """Mark KILLED the runs of the experiment left RUNNING by a process of this machine that is gone,
+    so the UI does not show a killed run or sweep as running forever. Runs of other machines cannot be
+    checked and stay as they are."""
+    try:
+        running = client.search_runs([experiment_id], filter_string="attributes.status = 'RUNNING'")
+        for run in running:
+            tags = run.data.tags
+            pid = tags.get(PID_TAG, "")
+            if tags.get(HOST_TAG) == socket.gethostname() and pid.isdigit() and not alive(int(pid)):
+                client.set_terminated(run.info.run_id, status="KILLED")
+    except Exception as e:  # housekeeping: never the reason a run is not logged
+        print(f"warning: could not check for killed MLflow runs ({type(e).__name__}: {e})", file=sys.stderr)
 
 
 def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
@@ -112,7 +135,8 @@ def log_run(
 
     safe = redact(config)
     mlflow.set_tracking_uri(uri)
-    mlflow.set_experiment(experiment)
+    experiment_id = mlflow.set_experiment(experiment).experiment_id
+    reap(mlflow.MlflowClient(uri), experiment_id)
     parent = os.environ.get(PARENT_RUN)
     # In a sweep each job is a child of the sweep's run: the UI nests them, and its compare view and
     # parallel-coordinates chart show swept params against scores.
@@ -125,7 +149,7 @@ def log_run(
         tags = {**tags, "evalframe.objective": f"{objective.metric} ({objective.direction})"}
         if not math.isnan(objective.value):  # left out, like every other NaN metric
             metrics["objective"] = objective.value
-    with mlflow.start_run(run_name=run_name, tags=nesting) as run:
+    with mlflow.start_run(run_name=run_name, tags={**nesting, **_holder()}) as run:
         mlflow.set_tags(dict(tags))
         if len(result.items) < result.count:
             # A large run's table, reasons.md and prompts.jsonl show its first items (keep_items);
@@ -347,20 +371,41 @@ def fetch_run(uri: str, run_id: str, directory: Path, require_tag: str | None = 
     )
 
 
-def start_parent(uri: str, experiment: str, name: str, overrides: list[str]) -> None:
-    """Open the sweep's parent run (closed by end_parent when the sweep ends) for its jobs to nest in."""
+def start_parent(uri: str, experiment: str, name: str, overrides: list[str]) -> str:
+    """Open the sweep's parent run (closed by end_parent when the sweep ends) for its jobs to nest in;
+    returns its id."""
     import mlflow
     from mlflow.tracking import MlflowClient
 
     mlflow.set_tracking_uri(uri)
     experiment_id = mlflow.set_experiment(experiment).experiment_id
+    client = MlflowClient(uri)
+    reap(client, experiment_id)
     safe = redact_overrides(overrides)
-    run = MlflowClient(uri).create_run(
+    run = client.create_run(
         experiment_id,
         run_name=name,
-        tags={"evalframe.sweep": "true", "evalframe.sweep.overrides": " ".join(safe)},
+        tags={"evalframe.sweep": "true", "evalframe.sweep.overrides": " ".join(safe), **_holder()},
     )
     os.environ[PARENT_RUN] = str(run.info.run_id)
+    return str(run.info.run_id)
+
+
+def reopen_parent(uri: str, run_id: str) -> bool:
+    """Continue a killed sweep's parent run (`-m ... resume=true`): running again, held by this process.
+    False if the store no longer has it (a new parent is started instead)."""
+    from mlflow.entities import RunTag
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(uri)
+    try:
+        client.get_run(run_id)
+    except Exception:
+        return False
+    client.update_run(run_id, status="RUNNING")
+    client.log_batch(run_id, tags=[RunTag(k, v) for k, v in _holder().items()])
+    os.environ[PARENT_RUN] = run_id
+    return True
 
 
 def end_parent(uri: str, best: Best | None, objective: Objective, base: Path, files: list[Path]) -> None:

@@ -196,16 +196,20 @@ def test_scorer_objects_beside_scorer_names(tmp_path: Path) -> None:
 
 
 def test_resume_finishes_a_run_without_redoing_items(tmp_path: Path) -> None:
-    first = evaluate(ROWS, "exact_match", target=capital, output_dir=tmp_path / "run")
+    def agent() -> Counting:  # the same agent in both runs (a changed function's code is not resumed)
+        counting = Counting()
+        counting.__module__, counting.__qualname__ = capital.__module__, capital.__qualname__  # type: ignore[attr-defined]
+        return counting
+
+    first = evaluate(ROWS, "exact_match", target=agent(), output_dir=tmp_path / "run")
     # As if the run had been killed after two items.
     lines = first.results_file.read_text().splitlines()
     first.results_file.write_text("\n".join(lines[:2]) + "\n")
     manifest = json.loads((first.run_dir / "run.json").read_text())
     (first.run_dir / "run.json").write_text(json.dumps({**manifest, "status": "running"}))
-    agent = Counting()
-    agent.__module__, agent.__qualname__ = capital.__module__, capital.__qualname__  # type: ignore[attr-defined]
-    resumed = evaluate(ROWS, "exact_match", target=agent, resume=first.run_dir)
-    assert agent.calls == 2 and resumed.run_dir == first.run_dir
+    second = agent()
+    resumed = evaluate(ROWS, "exact_match", target=second, resume=first.run_dir)
+    assert second.calls == 2 and resumed.run_dir == first.run_dir
     assert resumed.mean("exact_match") == 0.75 and len(resumed.results_file.read_text().splitlines()) == 4
 
 

@@ -1,0 +1,172 @@
+"""Bad input and config get one clear line and exit code 2 before any model call, never a traceback
+or a hang: invalid numbers, byte-order marks, hostile rows, prompts and cache rows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from evalframe import config as configs
+from evalframe import pipeline
+from evalframe.errors import EvalframeError
+from tests.conftest import fake_model
+from tests.scripted import ScriptedModel
+from tests.scripted import overrides as scripted_overrides
+
+
+def usage_error(overrides: list[str], out: Path) -> str:
+    """The message of the usage error (exit code 2) a run with `overrides` stops with, composed and
+    resolved as the command line does it."""
+    with pytest.raises(EvalframeError) as raised:
+        pipeline.evaluate(configs.resolve(configs.compose(overrides)), out)
+    assert raised.value.exit_code == 2
+    return str(raised.value)
+
+
+def judged(scripted: ScriptedModel, *extra: str) -> list[str]:
+    return ["scorer=answer_similarity", *fake_model(scripted), "tracking=none", "dataset.limit=3", *extra]
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("concurrency=0", "concurrency=0: it should be greater than 0"),  # waited forever
+        ("concurrency=-1", "concurrency=-1: it should be greater than 0"),  # a traceback
+        ("max_unscored_rate=abc", "max_unscored_rate='abc': it should be a valid number"),
+        ("max_unscored_rate=1.5", "max_unscored_rate=1.5: it should be less than or equal to 1"),
+        ("gate.pass_threshold=abc", "gate.pass_threshold='abc': it should be a valid number"),
+        ("gate.pass_threshold={answer_similarity: x}", "gate.pass_threshold.answer_similarity='x'"),
+        ("+gate.min_score.answer_similarity=high", "gate.min_score.answer_similarity='high'"),
+        ("penalties.contradiction=-1", "penalties.contradiction=-1: it should be greater than or equal to 0"),
+        ("penalties.missing=-0.1", "penalties.missing=-0.1: it should be greater than or equal to 0"),
+        (
+            "scorers.answer_similarity.scale=-1",
+            "scorers.answer_similarity.scale=-1: it should be greater than 0",
+        ),
+        ("model.max_retries=-1", "model.max_retries=-1: it should be greater than or equal to 0"),
+        ("model.reply_retries=-1", "model.reply_retries=-1"),
+        ("model.timeout=-5", "model.timeout=-5: it should be greater than 0"),
+        ("model.timeout=0", "model.timeout=0: it should be greater than 0"),
+    ],
+)
+def test_bad_numbers_stop_the_run_before_any_call(
+    override: str, message: str, scripted: ScriptedModel, tmp_path: Path
+) -> None:
+    assert message in usage_error(judged(scripted, override), tmp_path)
+    assert scripted.count() == 0
+
+
+def test_target_numbers_are_checked_too(scripted: ScriptedModel, tmp_path: Path) -> None:
+    error = usage_error(
+        judged(scripted, "target=http", "target.url=http://127.0.0.1:9/x", "target.max_retries=-3"), tmp_path
+    )
+    assert "target.max_retries=-3" in error
+    assert scripted.count() == 0
+
+
+def test_good_numbers_pass(scripted: ScriptedModel) -> None:
+    configs.resolve(
+        configs.compose(judged(scripted, "concurrency=1", "penalties.missing=0", "max_unscored_rate=1"))
+    )
+
+
+# --- byte-order marks ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+def test_a_byte_order_mark_is_read_past(fmt: str, tmp_path: Path) -> None:
+    from evalframe.data import load_rows
+
+    path = tmp_path / f"bom.{fmt}"
+    if fmt == "csv":
+        text = "id,input,ground_truth,output\nfr,Capital of France?,Paris,Paris\n"
+    else:
+        text = '{"id": "fr", "input": "Capital of France?", "ground_truth": "Paris", "output": "Paris"}\n'
+    path.write_text(text, encoding="utf-8-sig")  # what Excel and Notepad write
+    [row] = load_rows({"path": str(path), "format": fmt})
+    assert row.id == "fr" and row.input == "Capital of France?" and "\ufeffid" not in row.extra
+
+
+# --- hostile rows, prompts and cache rows --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("1" * 5000, "line 2: a value cannot be read (Exceeds the limit"),
+        ("[" * 100_000 + "]" * 100_000, "line 2: a value is nested too deeply to read"),
+    ],
+)
+def test_huge_numbers_and_deep_nesting_in_a_row_are_data_errors(
+    value: str, message: str, scripted: ScriptedModel, tmp_path: Path
+) -> None:
+    path = tmp_path / "d.jsonl"
+    good = '{"input": "q", "ground_truth": "a", "output": "a"}'
+    path.write_text(f'{good}\n{{"input": "q", "ground_truth": "a", "output": "a", "n": {value}}}\n')
+    error = usage_error(judged(scripted, "dataset=jsonl", f"dataset.path={path}"), tmp_path / "out")
+    assert f"{path}, {message}" in error
+    assert scripted.count() == 0
+
+
+@pytest.mark.parametrize(("kind", "message"), [("huge", "cannot be read"), ("deep", "nested too deeply")])
+def test_huge_numbers_and_deep_nesting_in_records_are_data_errors(kind: str, message: str) -> None:
+    from evalframe.data import rows_from_records
+
+    value: object = int("9" * 4000) ** 2
+    if kind == "deep":
+        value = []
+        for _ in range(100_000):
+            value = [value]
+    with pytest.raises(EvalframeError, match=f"data, record 1: .*{message}"):
+        rows_from_records([{"input": value, "ground_truth": "a"}], {})
+
+
+def test_a_prompt_including_another_file_is_a_prompt_error(scripted: ScriptedModel, tmp_path: Path) -> None:
+    prompt = tmp_path / "mine.j2"
+    prompt.write_text("Answer: {{ input }}\n{% include '/etc/passwd' %}")
+    error = usage_error(
+        judged(
+            scripted, "target=llm", f"target.prompt={prompt}", *[f"target.{o}" for o in scripted_overrides()]
+        ),
+        tmp_path / "out",
+    )
+    assert f"prompt file {prompt}: it includes '/etc/passwd'" in error and "root:" not in error
+    assert scripted.count() == 0
+
+
+def test_a_request_body_cannot_include_files(scripted: ScriptedModel, tmp_path: Path) -> None:
+    body = "target.body={input: \"{% include '/etc/passwd' %}\"}"
+    error = usage_error(judged(scripted, "target=http", "target.url=http://127.0.0.1:9/x", body), tmp_path)
+    assert "target.body.input: it includes '/etc/passwd'" in error
+    assert scripted.count() == 0
+
+
+@pytest.mark.parametrize("poison", ["not json", "[]", '{"raw": 5}', '{"raw": "x", "error": "boom"}'])
+def test_a_poisoned_cache_row_is_a_miss_asked_again(
+    poison: str, scripted: ScriptedModel, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import sqlite3
+
+    from tests.conftest import compose
+
+    config = compose(judged(scripted))
+    first, code = pipeline.evaluate(config, tmp_path / "1")
+    assert code == 0
+    asked = scripted.count()
+    [cache] = (tmp_path / "cache").glob("*.sqlite")
+    with sqlite3.connect(cache) as db:
+        db.execute("UPDATE replies SET value = ?", (poison,))
+    capsys.readouterr()
+    again, code = pipeline.evaluate(config, tmp_path / "2")
+    assert code == 0 and again.means == first.means
+    assert scripted.count() == 2 * asked  # every request asked again, none served from the poison
+    assert capsys.readouterr().err.count("ignoring an unreadable entry of the judge cache") == 1
+
+
+def test_a_huge_number_in_another_column_of_a_record_is_a_data_error() -> None:
+    from evalframe.data import Rows, rows_from_records
+
+    rows = Rows.of(rows_from_records([{"input": "q", "n": int("9" * 4000) ** 2}], {}), "data")
+    with pytest.raises(EvalframeError, match=r"data, line 1 \(id 1\): a value cannot be read"):
+        rows.validate(lambda window: None)  # before any call, not when results.jsonl is written
