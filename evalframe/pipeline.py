@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from evalframe import data, gate, html_report, report, tracking
+from evalframe import data, gate, html_report, redaction, report, tracking
 from evalframe import objective as objectives
 from evalframe.agreement import with_agreement
 from evalframe.cache import Cache
@@ -196,6 +196,7 @@ def evaluate(
     """Run a resolved config end to end: plan, execute (journaling each item), aggregate, then print,
     write report.html, gate and log to MLflow. Returns the result and the exit code (gate, unscored
     rate, tracking). `annotate` gives tags for the MLflow run once the result is known."""
+    redaction.remember(config)  # the command line did too; the Python API starts here
     p = plan(config, given)
     objective = objectives.of_config(config)  # a typo in objective.metric must not cost a sweep
     gate_cfg = config.get("gate") or {}

@@ -18,7 +18,7 @@ from typing import Any
 from evalframe import html_report, report, summary
 from evalframe.errors import EXIT_OK, EXIT_TRACKING, ConfigError
 from evalframe.jobs import Best
-from evalframe.redaction import redact, redact_overrides
+from evalframe.redaction import redact, redact_overrides, scrub_text
 from evalframe.results import ItemResult, Objective, RunResult
 
 # MLflow retries an unreachable server 7 times with doubling waits (minutes); fail within seconds instead:
@@ -367,7 +367,7 @@ def end_parent(uri: str, best: Best | None, objective: Objective, base: Path, fi
     client.log_batch(
         run_id,
         metrics=[Metric(k, v, now, 0) for k, v in metrics.items()],
-        tags=[RunTag(k, str(v)) for k, v in tags.items()],
+        tags=[RunTag(k, scrub_text(str(v))) for k, v in tags.items()],
     )
     client.set_terminated(run_id)
 
@@ -415,7 +415,8 @@ def log(
         **({OVERRIDES_TAG: command} if 0 < len(command) <= 8000 else {}),
         **(extra_tags or {}),
     }
-    name = run_name(config)
+    tags = {k: scrub_text(v) for k, v in tags.items()}  # a sweep's job may vary a secret
+    name = scrub_text(run_name(config))
     try:
         experiment_id, run_id = log_run(
             result,
