@@ -139,6 +139,7 @@ async def _score_window(plan: Plan, ctx: Context, journal: Journal, todo: list[R
         item.scores[scorer] = result
         waiting[row.id].discard(scorer)
         if not waiting[row.id]:
+            items[row.id] = item = redaction.scrubbed(item)  # an echoed key is stored nowhere
             journal.append(item)
         ctx.advance()
 

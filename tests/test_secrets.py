@@ -12,7 +12,8 @@ import pytest
 
 from evalframe import redaction
 from tests.conftest import run_cli
-from tests.testserver import FakeLLMServer
+from tests.fake_judge import judge
+from tests.testserver import FakeLLMServer, FakeRequest, Fault
 
 
 def _secret(kind: str) -> str:
@@ -81,6 +82,53 @@ def test_every_kind_of_secret_is_blanked_everywhere_in_a_sweep(
     assert sent and all(h["x-api-token"] == secrets["xtoken"] for h in sent)
     assert_no_leak(tmp_path, result.stdout + result.stderr, secrets)
     assert "http://evaluser:***@" in (sweep / "multirun.yaml").read_text()  # blanked, not dropped
+
+
+def echo_key(request: FakeRequest) -> str | dict | Fault:
+    """A judge (and target) that echoes the credential it was sent: into its replies, and into an
+    error for the first question's scoring steps."""
+    key = request.headers.get("authorization", "")
+    if request.schema is None:  # the system under test
+        return f"My credentials are {key}."
+    if "first" in str(request.messages):
+        return Fault(status=400, body=f'{{"error": {{"message": "bad request with {key}"}}}}')
+    reply = judge(request)
+    if isinstance(reply, dict) and "reason" in reply:
+        reply["reason"] = f"Scored with {key}"
+    return reply
+
+
+@pytest.mark.slow
+def test_a_key_echoed_back_by_the_judge_or_the_target_is_never_stored(
+    judge_server: FakeLLMServer, tmp_path: Path
+) -> None:
+    judge_server.responder = echo_key
+    secrets = {"judge": _secret("judge"), "target": _secret("target")}
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(
+        '{"id": "1", "input": "the first question", "ground_truth": "Paris is the capital of France."}\n'
+        '{"id": "2", "input": "another question", "ground_truth": "Paris is the capital of France."}\n'
+    )
+    args = [
+        "scorer=answer_similarity",
+        "model=gpt",
+        f"model.api_base={judge_server.openai_base}",
+        "model.timeout=10",
+        "model.max_retries=0",
+        "reason=llm",
+        "dataset=jsonl",
+        f"dataset.path={rows}",
+        *http_target(judge_server),
+        "target.api_key_env=SERVICE_TOKEN",
+    ]
+    env = {"OPENAI_API_KEY": secrets["judge"], "SERVICE_TOKEN": secrets["target"]}
+    result = run_cli(args, cwd=tmp_path, env=env)
+    assert result.returncode in (0, 4), result.stderr
+    assert_no_leak(tmp_path, result.stdout + result.stderr, secrets)
+    [run] = tmp_path.glob("outputs/*/*")
+    stored = (run / "results.jsonl").read_text()
+    assert "My credentials are Bearer ***" in stored and "Scored with Bearer ***" in stored
+    assert "bad request with Bearer ***" in stored  # the error is kept, its key blanked
 
 
 def test_secret_values_found_by_what_they_are() -> None:
