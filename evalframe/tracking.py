@@ -29,6 +29,10 @@ os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # no bar for one small download
 os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")  # not "Creating initial MLflow database tables..."
 
+# How long a tracking server gets to answer one probe before the run is logged as failed: MLflow's own
+# client would wait minutes on a server that accepts connections and never answers.
+PROBE_TIMEOUT = 5.0
+
 # Items traced per run unless tracking.max_traces says otherwise: MLflow's store takes 45-70 ms per
 # trace on SQLite (bench/bench_report.py), so 200 add 10-15 s to a run; items.json holds every item.
 MAX_TRACES = 200
@@ -320,11 +324,56 @@ def fetch_run(uri: str, run_id: str, directory: Path, require_tag: str | None = 
     )
 
 
+def unavailable(uri: str) -> str | None:
+    """Why the store at `uri` cannot take a run, found within seconds; None when it can (or when it
+    is no kind we can check). MLflow itself waits minutes on a server that accepts connections and
+    never answers, and retries a database it cannot write for 100 s, then prints SQLAlchemy's traceback."""
+    import sqlite3
+
+    if uri.startswith(("http://", "https://")):
+        import requests
+
+        try:
+            requests.get(f"{uri.rstrip('/')}/health", timeout=PROBE_TIMEOUT)  # any answer will do
+        except requests.Timeout:
+            return f"the tracking server at {uri} did not answer within {PROBE_TIMEOUT:g} s"
+        except requests.RequestException as e:
+            return f"cannot reach the tracking server at {uri} ({type(e).__name__})"
+        return None
+    if not uri.startswith("sqlite:///"):
+        return None
+    path = Path(uri.removeprefix("sqlite:///").split("?", 1)[0]).absolute()
+    hint = "set tracking.uri=sqlite:///PATH/mlflow.db to a directory you can write"
+    if not path.exists():
+        if not path.parent.is_dir():
+            return f"cannot create the MLflow database {path}: {path.parent} is not a directory; {hint}"
+        if not os.access(path.parent, os.W_OK):
+            return f"cannot create the MLflow database {path}: {path.parent} is read-only; {hint}"
+        return None
+    try:  # a write that is rolled back: what MLflow will need, without touching its tables
+        db = sqlite3.connect(f"{path.as_uri()}?mode=rw", uri=True, timeout=PROBE_TIMEOUT)
+        db.isolation_level = None  # explicit BEGIN/ROLLBACK: Python would commit the DDL itself
+        try:
+            db.execute("BEGIN")
+            db.execute("CREATE TABLE evalframe_write_check (x)")
+            db.execute("ROLLBACK")
+        finally:
+            db.close()
+    except sqlite3.Error as e:
+        if "locked" not in str(e):  # another job of a sweep is writing: MLflow waits for it
+            return f"cannot write the MLflow database {path} ({e}); {hint}"
+    return None
+
+
 def start_parent(uri: str, experiment: str, name: str, overrides: list[str]) -> None:
     """Open the sweep's parent run (closed by end_parent when the sweep ends) for its jobs to nest in."""
     import mlflow
     from mlflow.tracking import MlflowClient
 
+    problem = unavailable(uri)
+    if problem:  # each job then says so and keeps its results for log_run
+        print(f"warning: the sweep is not logged to MLflow: {problem}", file=sys.stderr)
+        return
     mlflow.set_tracking_uri(uri)
     experiment_id = mlflow.set_experiment(experiment).experiment_id
     safe = redact_overrides(overrides)
@@ -417,19 +466,23 @@ def log(
     }
     tags = {k: scrub_text(v) for k, v in tags.items()}  # a sweep's job may vary a secret
     name = scrub_text(run_name(config))
-    try:
-        experiment_id, run_id = log_run(
-            result,
-            config,
-            uri=tracking["uri"],
-            experiment=tracking["experiment"],
-            run_name=name,
-            tags=tags,
-            results_file=results_file,
-        )
-    except Exception as e:
+    problem = unavailable(tracking["uri"])  # within seconds, where MLflow would take minutes
+    if problem is None:
+        try:
+            experiment_id, run_id = log_run(
+                result,
+                config,
+                uri=tracking["uri"],
+                experiment=tracking["experiment"],
+                run_name=name,
+                tags=tags,
+                results_file=results_file,
+            )
+        except Exception as e:
+            problem = f"{type(e).__name__}: {str(e)[:300]}"
+    if problem:
         print(
-            f"error: could not log to MLflow at {tracking['uri']} ({type(e).__name__}: {str(e)[:300]}). "
+            f"error: could not log to MLflow at {tracking['uri']} ({problem}). "
             f"The results are safe in {results_file}; log them later with: "
             f"python -m evalframe log_run={results_file.parent}",
             file=sys.stderr,
