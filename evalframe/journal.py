@@ -22,7 +22,7 @@ MANIFEST = "run.json"
 # Keys that do not change what a run computes: a run may be resumed or re-logged with other values.
 _NOT_FINGERPRINTED = (
     *("resume", "log_run", "tracking", "concurrency", "cache", "gate", "max_unscored_rate", "objective"),
-    *("window", "keep_items"),
+    *("window", "keep_items", "raw_reply_limit"),
 )
 
 

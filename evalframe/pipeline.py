@@ -23,7 +23,7 @@ from evalframe.context import Context
 from evalframe.data import Row
 from evalframe.errors import EXIT_INTERRUPTED, ConfigError
 from evalframe.journal import Journal, read_items
-from evalframe.results import ItemResult, Objective, RunResult, ScoreResult
+from evalframe.results import RAW_REPLY_LIMIT, ItemResult, Objective, RunResult, ScoreResult
 from evalframe.scorers import Scorer
 from evalframe.summary import Summary
 from evalframe.targets import Target
@@ -133,13 +133,14 @@ async def _score_window(plan: Plan, ctx: Context, journal: Journal, todo: list[R
     if not todo:  # a window finished before a resume: nothing to ask anyone
         return items
     waiting: dict[str, set[str]] = {}
+    raw_limit = int(plan.config.get("raw_reply_limit") or RAW_REPLY_LIMIT)
 
     def record(scorer: str, row: Row, result: ScoreResult) -> None:
         item = items[row.id]
         item.scores[scorer] = result
         waiting[row.id].discard(scorer)
         if not waiting[row.id]:
-            items[row.id] = item = redaction.scrubbed(item)  # an echoed key is stored nowhere
+            items[row.id] = item = redaction.scrubbed(item.stored(raw_limit))  # no key; a huge reply once
             journal.append(item)
         ctx.advance()
 

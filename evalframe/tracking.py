@@ -19,7 +19,7 @@ from evalframe import html_report, report, summary
 from evalframe.errors import EXIT_OK, EXIT_TRACKING, ConfigError
 from evalframe.jobs import Best
 from evalframe.redaction import redact, redact_overrides, scrub_text
-from evalframe.results import ItemResult, Objective, RunResult
+from evalframe.results import RAW_REPLY_LIMIT, ItemResult, Objective, RunResult, cut
 
 # MLflow retries an unreachable server 7 times with doubling waits (minutes); fail within seconds instead:
 # the results are already on disk, and `log_run=DIR` logs them later.
@@ -72,8 +72,9 @@ def params(config: Mapping[str, Any]) -> dict[str, str]:
     return flatten({**safe, "scorers": scorers})
 
 
-def prompts_log(result: RunResult) -> str:
-    """Every rendered prompt and raw reply, one JSON object per model call."""
+def prompts_log(result: RunResult, limit: int = RAW_REPLY_LIMIT) -> str:
+    """Every rendered prompt and raw reply, one JSON object per model call; a message longer than
+    `limit` characters (raw_reply_limit) is cut to its head: results.jsonl holds it whole."""
     records = []
     for item in result.items:
         steps = [("target", item.target_step)] if item.target_step else []
@@ -86,7 +87,9 @@ def prompts_log(result: RunResult) -> str:
                             "item": item.id,
                             "scorer": scorer,
                             "step": step.step,
-                            "messages": step.messages,
+                            "messages": [
+                                {**m, "content": cut(m["content"], limit, "message")} for m in step.messages
+                            ],
                             "raw": step.raw,
                             "error": step.error,
                         },
@@ -138,7 +141,8 @@ def log_run(
         mlflow.log_metrics(metrics)
         mlflow.log_table(data=result.table(), artifact_file="items.json")
         mlflow.log_dict(safe, "config.yaml")
-        mlflow.log_text(prompts_log(result), "prompts.jsonl")
+        limit = int(config.get("raw_reply_limit") or RAW_REPLY_LIMIT)
+        mlflow.log_text(prompts_log(result, limit), "prompts.jsonl")
         mlflow.log_text(summary.reasons(result), "reasons.md")
         mlflow.log_artifact(str(results_file))
         log_report(result, results_file.parent, run_name)
