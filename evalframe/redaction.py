@@ -156,7 +156,7 @@ def scrub_file(path: Path) -> None:
     text = path.read_text(errors="replace")
     cleaned = scrub_text(text)
     if cleaned != text:
-        tmp = path.with_name(f".{path.name}.scrub")
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.scrub")  # the jobs of a parallel sweep each scrub
         tmp.write_text(cleaned)
         os.replace(tmp, path)  # atomic: a parallel job reading it never sees half a file
 
