@@ -121,13 +121,24 @@ def run(cfg: DictConfig) -> tuple[int, float]:
     failed = Objective("none", direction)
     output_dir = Path(hydra_cfg.runtime.output_dir)
     overrides = list(hydra_cfg.overrides.task)
-    # Hydra has already written the command line to .hydra/: blank any secret passed on it.
+    # Hydra has already written the command line to .hydra/ (and a sweep's to multirun.yaml): blank
+    # every secret value passed on it, then those set in YAML files too. A joblib worker never ran
+    # main(): its console and log files are guarded here.
     hydra_files = output_dir / hydra_cfg.output_subdir if hydra_cfg.output_subdir else output_dir
-    given = [o.split("=", 1) for o in overrides if "=" in o]
-    redaction.scrub(hydra_files, [v for k, v in given if redaction.is_secret(k.lstrip("+~"))])
+    sweep_file = Path(hydra_cfg.sweep.dir) / "multirun.yaml" if hydra_cfg.mode == RunMode.MULTIRUN else None
+    redaction.remember_overrides(overrides)
+    redaction.guard_console()
+
+    def scrub_hydra_files() -> None:
+        redaction.scrub(hydra_files)
+        if sweep_file:
+            redaction.scrub_file(sweep_file)
+
+    scrub_hydra_files()
     try:
         config = configs.resolve(cfg)
-        redaction.scrub(hydra_files, list(redaction.values(config)))  # secrets set in YAML files too
+        redaction.remember(config)
+        scrub_hydra_files()
         if config.get("log_run"):
             return log_saved_run(Path(config["log_run"]), config), failed.worst
         if config.get("rescore"):
@@ -264,10 +275,17 @@ def _resumed_sweep(argv: list[str]) -> list[str]:
 
 
 def main() -> None:
-    from evalframe.errors import EvalframeError
+    from evalframe import redaction
+
+    # Before Hydra prints anything (its launch lines, --cfg job, its errors): the secrets typed on the
+    # command line are blanked on the console from the start.
+    redaction.remember_overrides(sys.argv[1:])
+    redaction.guard_console()
 
     if sys.argv[1:2] == ["ui"]:  # not a run: no run directory, no Hydra app
         sys.exit(_ui(sys.argv[2:]))
+    from evalframe.errors import EvalframeError
+
     with tempfile.TemporaryDirectory(prefix="evalframe-") as scratch:  # a re-scored run's download
         sys.argv[1:] = _subcommand(sys.argv[1:], scratch)
         try:

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from evalframe.errors import ConfigError
+from evalframe.redaction import scrub_text
 
 MODES = ("readwrite", "read", "write", "off")
 
@@ -117,7 +118,8 @@ class Cache:
             return
         stored = self._write(
             "INSERT OR REPLACE INTO replies (key, value, created) VALUES (?, ?, ?)",
-            (k, json.dumps(value, ensure_ascii=False), time.time()),
+            # A key that the model echoed back into its reply is never stored.
+            (k, scrub_text(json.dumps(value, ensure_ascii=False)), time.time()),
         )
         if stored and self.mode == "readwrite":
             self.release(k)  # after the reply: a waiter never sees neither

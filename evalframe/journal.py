@@ -35,7 +35,7 @@ TORN = "results.jsonl.torn"  # last lines cut short by a kill or a full disk, se
 # Keys that do not change what a run computes: a run may be resumed or re-logged with other values.
 _NOT_FINGERPRINTED = (
     *("resume", "log_run", "tracking", "concurrency", "cache", "gate", "max_unscored_rate", "objective"),
-    *("window", "keep_items"),
+    *("window", "keep_items", "raw_reply_limit"),
 )
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from evalframe import data, gate, html_report, report, tracking
+from evalframe import data, gate, html_report, redaction, report, tracking
 from evalframe import objective as objectives
 from evalframe import summary as summaries
 from evalframe.agreement import with_agreement
@@ -25,7 +25,7 @@ from evalframe.context import Context
 from evalframe.data import Row
 from evalframe.errors import EXIT_INTERRUPTED, ConfigError
 from evalframe.journal import Journal
-from evalframe.results import ItemResult, Objective, RunResult, ScoreResult
+from evalframe.results import RAW_REPLY_LIMIT, ItemResult, Objective, RunResult, ScoreResult
 from evalframe.scorers import Scorer
 from evalframe.summary import Summary
 from evalframe.targets import Target
@@ -137,12 +137,14 @@ async def _score_window(plan: Plan, ctx: Context, journal: Journal, todo: list[R
     if not todo:  # a window finished before a resume: nothing to ask anyone
         return items
     waiting: dict[str, set[str]] = {}
+    raw_limit = int(plan.config.get("raw_reply_limit") or RAW_REPLY_LIMIT)
 
     def record(scorer: str, row: Row, result: ScoreResult) -> None:
         item = items[row.id]
         item.scores[scorer] = result
         waiting[row.id].discard(scorer)
         if not waiting[row.id]:
+            items[row.id] = item = redaction.scrubbed(item.stored(raw_limit))  # no key; a huge reply once
             journal.append(item)
         ctx.advance()
 
@@ -200,6 +202,7 @@ def evaluate(
     """Run a resolved config end to end: plan, execute (journaling each item), aggregate, then print,
     write report.html, gate and log to MLflow. Returns the result and the exit code (gate, unscored
     rate, tracking). `annotate` gives tags for the MLflow run once the result is known."""
+    redaction.remember(config)  # the command line did too; the Python API starts here
     p = plan(config, given)
     objective = objectives.of_config(config)  # a typo in objective.metric must not cost a sweep
     gate_cfg = config.get("gate") or {}

@@ -178,7 +178,9 @@ def replies(items: list[ItemResult]) -> dict[str, dict[str, Any]]:
         for result in item.scores.values():
             for step in result.steps:
                 if step.key and (step.ok or step.error) and (step.key not in stored or step.ok):
-                    stored[step.key] = {"raw": step.raw, "error": None if step.ok else step.error}
+                    # A huge valid reply is stored parsed only (StepResult.stored): replay that.
+                    raw = json.dumps(step.reply) if step.raw is None and step.ok else step.raw
+                    stored[step.key] = {"raw": raw, "error": None if step.ok else step.error}
     return stored
 
 

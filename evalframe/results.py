@@ -11,10 +11,11 @@ import statistics
 import sys
 from array import array
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 Message = dict[str, str]  # one chat message: {"role": ..., "content": ...}
+RAW_REPLY_LIMIT = 20000  # characters of a raw reply stored (raw_reply_limit in conf/config.yaml)
 
 
 @dataclass
@@ -40,6 +41,13 @@ class Usage:
         )
 
 
+def cut(text: str, limit: int, what: str) -> str:
+    """`text` up to `limit` characters; a longer one keeps its head and says how long it was."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… [{what} cut: {len(text)} characters, the first {limit} kept]"
+
+
 @dataclass
 class StepResult:
     """One step of a scorer or target: a rendered prompt, the model's reply, and what it cost."""
@@ -60,6 +68,14 @@ class StepResult:
     @property
     def ok(self) -> bool:
         return self.error is None and self.reply is not None
+
+    def stored(self, limit: int) -> StepResult:
+        """The step as results.jsonl and MLflow keep it: a raw reply longer than `limit` characters is
+        dropped when its validated reply holds it already (the cache keeps the full text), else cut
+        to its head and its original size. A 5 MB judge reply is then stored once, not three times."""
+        if self.raw is None or len(self.raw) <= limit:
+            return self
+        return replace(self, raw=None if self.ok else cut(self.raw, limit, "raw reply"))
 
 
 @dataclass
@@ -133,6 +149,12 @@ class ItemResult:
     # The dataset record (every column): judges may use any column in their templates (`row`), so a
     # re-score renders them exactly as the run did without the dataset file.
     record: dict[str, Any] = field(default_factory=dict)
+
+    def stored(self, limit: int) -> ItemResult:
+        """The item with every step's raw reply as it is stored (StepResult.stored)."""
+        scores = {n: replace(r, steps=[s.stored(limit) for s in r.steps]) for n, r in self.scores.items()}
+        target = self.target_step.stored(limit) if self.target_step else None
+        return replace(self, scores=scores, target_step=target)
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,8 @@ from evalframe import html_report, report, summary
 from evalframe.cache import alive
 from evalframe.errors import EXIT_OK, EXIT_TRACKING, ConfigError
 from evalframe.jobs import Best
-from evalframe.redaction import REDACTED, redact, redact_overrides
-from evalframe.results import ItemResult, Objective, RunResult
+from evalframe.redaction import REDACTED, redact, redact_overrides, scrub_text
+from evalframe.results import RAW_REPLY_LIMIT, ItemResult, Objective, RunResult, cut
 
 # MLflow retries an unreachable server 7 times with doubling waits (minutes); fail within seconds instead:
 # the results are already on disk, and `log_run=DIR` logs them later.
@@ -31,6 +31,10 @@ os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # no bar for one small download
 os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")  # not "Creating initial MLflow database tables..."
+
+# How long a tracking server gets to answer one probe before the run is logged as failed: MLflow's own
+# client would wait minutes on a server that accepts connections and never answers.
+PROBE_TIMEOUT = 5.0
 
 # Items traced per run unless tracking.max_traces says otherwise: MLflow's store takes 45-70 ms per
 # trace on SQLite (bench/bench_report.py), so 200 add 10-15 s to a run; items.json holds every item.
@@ -92,8 +96,9 @@ def params(config: Mapping[str, Any]) -> dict[str, str]:
     return flatten({**safe, "scorers": scorers})
 
 
-def prompts_log(result: RunResult) -> str:
-    """Every rendered prompt and raw reply, one JSON object per model call."""
+def prompts_log(result: RunResult, limit: int = RAW_REPLY_LIMIT) -> str:
+    """Every rendered prompt and raw reply, one JSON object per model call; a message longer than
+    `limit` characters (raw_reply_limit) is cut to its head: results.jsonl holds it whole."""
     records = []
     for item in result.items:
         steps = [("target", item.target_step)] if item.target_step else []
@@ -106,7 +111,9 @@ def prompts_log(result: RunResult) -> str:
                             "item": item.id,
                             "scorer": scorer,
                             "step": step.step,
-                            "messages": step.messages,
+                            "messages": [
+                                {**m, "content": cut(m["content"], limit, "message")} for m in step.messages
+                            ],
                             "raw": step.raw,
                             "error": step.error,
                         },
@@ -159,7 +166,8 @@ def log_run(
         mlflow.log_metrics(metrics)
         mlflow.log_table(data=result.table(), artifact_file="items.json")
         mlflow.log_dict(safe, "config.yaml")
-        mlflow.log_text(prompts_log(result), "prompts.jsonl")
+        limit = int(config.get("raw_reply_limit") or RAW_REPLY_LIMIT)
+        mlflow.log_text(prompts_log(result, limit), "prompts.jsonl")
         mlflow.log_text(summary.reasons(result), "reasons.md")
         mlflow.log_artifact(str(results_file))
         log_report(result, results_file.parent, run_name)
@@ -371,12 +379,57 @@ def fetch_run(uri: str, run_id: str, directory: Path, require_tag: str | None = 
     )
 
 
-def start_parent(uri: str, experiment: str, name: str, overrides: list[str]) -> str:
+def unavailable(uri: str) -> str | None:
+    """Why the store at `uri` cannot take a run, found within seconds; None when it can (or when it
+    is no kind we can check). MLflow itself waits minutes on a server that accepts connections and
+    never answers, and retries a database it cannot write for 100 s, then prints SQLAlchemy's traceback."""
+    import sqlite3
+
+    if uri.startswith(("http://", "https://")):
+        import requests
+
+        try:
+            requests.get(f"{uri.rstrip('/')}/health", timeout=PROBE_TIMEOUT)  # any answer will do
+        except requests.Timeout:
+            return f"the tracking server at {uri} did not answer within {PROBE_TIMEOUT:g} s"
+        except requests.RequestException as e:
+            return f"cannot reach the tracking server at {uri} ({type(e).__name__})"
+        return None
+    if not uri.startswith("sqlite:///"):
+        return None
+    path = Path(uri.removeprefix("sqlite:///").split("?", 1)[0]).absolute()
+    hint = "set tracking.uri=sqlite:///PATH/mlflow.db to a directory you can write"
+    if not path.exists():
+        if not path.parent.is_dir():
+            return f"cannot create the MLflow database {path}: {path.parent} is not a directory; {hint}"
+        if not os.access(path.parent, os.W_OK):
+            return f"cannot create the MLflow database {path}: {path.parent} is read-only; {hint}"
+        return None
+    try:  # a write that is rolled back: what MLflow will need, without touching its tables
+        db = sqlite3.connect(f"{path.as_uri()}?mode=rw", uri=True, timeout=PROBE_TIMEOUT)
+        db.isolation_level = None  # explicit BEGIN/ROLLBACK: Python would commit the DDL itself
+        try:
+            db.execute("BEGIN")
+            db.execute("CREATE TABLE evalframe_write_check (x)")
+            db.execute("ROLLBACK")
+        finally:
+            db.close()
+    except sqlite3.Error as e:
+        if "locked" not in str(e):  # another job of a sweep is writing: MLflow waits for it
+            return f"cannot write the MLflow database {path} ({e}); {hint}"
+    return None
+
+
+def start_parent(uri: str, experiment: str, name: str, overrides: list[str]) -> str | None:
     """Open the sweep's parent run (closed by end_parent when the sweep ends) for its jobs to nest in;
-    returns its id."""
+    returns its id, or None when the store cannot take it (each job then says so and keeps its results)."""
     import mlflow
     from mlflow.tracking import MlflowClient
 
+    problem = unavailable(uri)
+    if problem:  # each job then says so and keeps its results for log_run
+        print(f"warning: the sweep is not logged to MLflow: {problem}", file=sys.stderr)
+        return None
     mlflow.set_tracking_uri(uri)
     experiment_id = mlflow.set_experiment(experiment).experiment_id
     client = MlflowClient(uri)
@@ -440,7 +493,7 @@ def end_parent(uri: str, best: Best | None, objective: Objective, base: Path, fi
     client.log_batch(
         run_id,
         metrics=[Metric(k, v, now, 0) for k, v in metrics.items()],
-        tags=[RunTag(k, str(v)) for k, v in tags.items()],
+        tags=[RunTag(k, scrub_text(str(v))) for k, v in tags.items()],
     )
     client.set_terminated(run_id)
     experiment_id = client.get_run(run_id).info.experiment_id
@@ -505,20 +558,25 @@ def log(
         **({OVERRIDES_TAG: command} if 0 < len(command) <= 8000 else {}),
         **(extra_tags or {}),
     }
-    name = run_name(config)
-    try:
-        experiment_id, run_id = log_run(
-            result,
-            config,
-            uri=tracking["uri"],
-            experiment=tracking["experiment"],
-            run_name=name,
-            tags=tags,
-            results_file=results_file,
-        )
-    except Exception as e:
+    tags = {k: scrub_text(v) for k, v in tags.items()}  # a sweep's job may vary a secret
+    name = scrub_text(run_name(config))
+    problem = unavailable(tracking["uri"])  # within seconds, where MLflow would take minutes
+    if problem is None:
+        try:
+            experiment_id, run_id = log_run(
+                result,
+                config,
+                uri=tracking["uri"],
+                experiment=tracking["experiment"],
+                run_name=name,
+                tags=tags,
+                results_file=results_file,
+            )
+        except Exception as e:
+            problem = f"{type(e).__name__}: {str(e)[:300]}"
+    if problem:
         print(
-            f"error: could not log to MLflow at {tracking['uri']} ({type(e).__name__}: {str(e)[:300]}). "
+            f"error: could not log to MLflow at {tracking['uri']} ({problem}). "
             f"The results are safe in {results_file}; log them later with: "
             f"python -m evalframe log_run={results_file.parent}",
             file=sys.stderr,

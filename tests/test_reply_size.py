@@ -1,0 +1,95 @@
+"""A huge judge reply is stored once, or cut to its head and its size (`raw_reply_limit`): a runaway
+judge must not turn a few items into hundreds of megabytes of results, MLflow artifacts and cache.
+Real LiteLLM calls to the fake server, whose responders send the huge replies."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evalframe import pipeline, tracking
+from evalframe.journal import read_items
+from evalframe.rescore import replayed
+from tests.conftest import compose, fake_model
+from tests.fake_judge import judge
+from tests.testserver import FakeLLMServer, FakeRequest
+
+PAD = "y" * 300_000  # well over the default raw_reply_limit (20,000 characters)
+
+
+def padded(request: FakeRequest) -> str | dict[str, Any]:
+    """A valid analysis whose first explanation is 300,000 characters long."""
+    reply = judge(request)
+    if isinstance(reply, dict) and reply.get("matches"):
+        reply["matches"][0]["explanation"] = PAD
+    return reply
+
+
+def runaway(request: FakeRequest) -> str | dict[str, Any]:
+    """300,000 characters of prose, no JSON, for every judge request."""
+    return judge(request) if request.schema is None else "The answer is " + "very " * 60_000
+
+
+@pytest.fixture
+def key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+
+
+def run(server: FakeLLMServer, out: Path, *extra: str) -> tuple[list[str], dict[str, Any]]:
+    config = compose(
+        ["scorer=answer_similarity", *fake_model(server), "dataset.limit=2", "tracking=none", *extra]
+    )
+    pipeline.evaluate(config, out)
+    return (out / "results.jsonl").read_text().splitlines(), config
+
+
+def test_a_huge_valid_reply_is_stored_once_parsed_and_replays(
+    judge_server: FakeLLMServer, tmp_path: Path, key: None
+) -> None:
+    judge_server.responder = padded
+    lines, config = run(judge_server, tmp_path / "run")
+    for line in lines:
+        # the parsed reply and the scorer's details; no third copy as the raw text
+        assert line.count(PAD) == 2
+        [analysis] = [
+            s for s in json.loads(line)["scores"]["answer_similarity"]["steps"] if s["step"] == "analyze"
+        ]
+        assert analysis["raw"] is None and analysis["reply"]["matches"][0]["explanation"] == PAD
+    # A re-score replays the stored reply without asking the judge, with the same scores
+    asked = judge_server.count()
+    items = read_items(tmp_path / "run" / "results.jsonl")
+    again, _ = pipeline.evaluate(config, tmp_path / "again", given=replayed(items, "the run"))
+    assert judge_server.count() == asked
+    assert [i.scores["answer_similarity"].score for i in again.items] == [
+        i.scores["answer_similarity"].score for i in items
+    ]
+
+
+def test_a_huge_unusable_reply_keeps_its_head_and_its_size(
+    judge_server: FakeLLMServer, tmp_path: Path, key: None
+) -> None:
+    judge_server.responder = runaway
+    lines, _ = run(judge_server, tmp_path / "run", "raw_reply_limit=1000")
+    for line in lines:
+        item = json.loads(line)
+        [step] = item["scores"]["answer_similarity"]["steps"][:1]
+        assert step["error"] and step["raw"].startswith("The answer is very very")
+        assert step["raw"].endswith("… [raw reply cut: 300014 characters, the first 1000 kept]")
+        assert len(line) < 20_000  # was 300,000 characters per unusable step
+
+
+def test_mlflow_prompts_log_cuts_long_messages(
+    judge_server: FakeLLMServer, tmp_path: Path, key: None
+) -> None:
+    judge_server.responder = padded
+    config = compose(
+        ["scorer=answer_similarity", *fake_model(judge_server), "dataset.limit=1", "tracking=none"]
+    )
+    result, _ = pipeline.evaluate(config, tmp_path)
+    [item] = result.items
+    item.scores["answer_similarity"].steps[0].messages[-1]["content"] += PAD  # a prompt quoting a huge reply
+    log = tracking.prompts_log(result, limit=5000)
+    assert PAD not in log and "message cut: " in log

@@ -1,0 +1,126 @@
+"""A tracking store that cannot take the run fails it within seconds, with one clear line: a server
+that accepts connections and never answers, and an MLflow database in a place that cannot be written
+(a read-only directory, or a path under a file). The results stay on disk with the `log_run` hint,
+and the exit code is 3."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from evalframe import pipeline, tracking
+from evalframe.errors import EXIT_TRACKING
+from tests.conftest import _LEAKY, compose, fake_model
+from tests.scripted import ScriptedModel
+from tests.testserver import FakeLLMServer
+
+
+@pytest.fixture
+def silent_server() -> Iterator[str]:
+    """A socket that accepts connections (the kernel completes them) and never answers a byte."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(64)
+        yield f"http://127.0.0.1:{s.getsockname()[1]}"
+
+
+def run_logged_to(uri: str, scripted: ScriptedModel, tmp_path: Path) -> tuple[int, Path]:
+    overrides = ["scorer=answer_similarity", *fake_model(scripted), "dataset.limit=3", f"tracking.uri={uri}"]
+    _, code = pipeline.evaluate(compose(overrides), tmp_path / "run")
+    return code, tmp_path / "run" / "results.jsonl"
+
+
+def one_clear_line(err: str) -> str:
+    assert "Traceback" not in err
+    [line] = [line for line in err.splitlines() if "MLflow" in line]
+    assert line.startswith("error: could not log to MLflow") and "log_run=" in line
+    return line
+
+
+def test_a_tracking_server_that_never_answers_fails_the_logging_in_seconds(
+    silent_server: str, scripted: ScriptedModel, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, results = run_logged_to(silent_server, scripted, tmp_path)
+    assert code == EXIT_TRACKING
+    assert len(results.read_text().splitlines()) == 3
+    line = one_clear_line(capsys.readouterr().err)
+    assert f"the tracking server at {silent_server} did not answer within 5 s" in line
+
+
+def test_an_mlflow_database_that_cannot_be_written_fails_the_logging_in_seconds(
+    scripted: ScriptedModel, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    code, results = run_logged_to(f"sqlite:///{blocker}/mlflow.db", scripted, tmp_path)
+    assert code == EXIT_TRACKING
+    assert len(results.read_text().splitlines()) == 3
+    line = one_clear_line(capsys.readouterr().err)
+    assert f"cannot create the MLflow database {blocker}/mlflow.db: {blocker} is not a directory" in line
+
+
+def test_a_writable_store_passes_the_check_untouched(tmp_path: Path) -> None:
+    import sqlite3
+
+    db = tmp_path / "mlflow.db"
+    assert tracking.unavailable(f"sqlite:///{db}") is None  # a new database in a writable directory
+    sqlite3.connect(db).execute("CREATE TABLE runs (x)").connection.commit()
+    assert tracking.unavailable(f"sqlite:///{db}") is None
+    tables = sqlite3.connect(db).execute("SELECT name FROM sqlite_master").fetchall()
+    assert tables == [("runs",)]  # the write check was rolled back
+
+
+NOBODY = 65534
+
+
+@pytest.mark.slow
+def test_an_mlflow_database_in_a_read_only_directory_fails_in_seconds_in_one_line(
+    judge_server: FakeLLMServer,
+) -> None:
+    """`python -m evalframe` as a user who cannot write the database's directory (as root, the command
+    runs as nobody: root writes through any chmod). MLflow alone retried for 111 s, then printed a
+    38-line SQLAlchemy traceback."""
+    prefix: list[str] = []
+    setpriv = shutil.which("setpriv")
+    if os.geteuid() == 0 and setpriv is None:
+        pytest.skip("running as root without setpriv: a chmod cannot stop root's writes")
+    work = Path(tempfile.mkdtemp(prefix="evalframe-readonly-"))  # not under root's private pytest dir
+    try:
+        (work / "store").mkdir()
+        if os.geteuid() == 0:
+            os.chown(work, NOBODY, NOBODY)
+            prefix = [str(setpriv), f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+        (work / "store").chmod(0o555)
+        env = {k: v for k, v in os.environ.items() if k not in _LEAKY}
+        env.update(OPENAI_API_KEY="sk-test", HOME=str(work), EVALFRAME_CACHE_DIR=str(work / "cache"))
+        db = work / "store" / "mlflow.db"
+        args = [
+            "scorer=answer_similarity",
+            *fake_model(judge_server),
+            "dataset.limit=3",
+            f"tracking.uri=sqlite:///{db}",
+        ]
+        result = subprocess.run(
+            [*prefix, sys.executable, "-m", "evalframe", *args],
+            cwd=work,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert result.returncode == EXIT_TRACKING, result.stderr
+        line = one_clear_line(result.stderr)
+        assert f"cannot create the MLflow database {db}: {db.parent} is read-only" in line
+        [results] = work.glob("outputs/*/*/results.jsonl")
+        assert len(results.read_text().splitlines()) == 3
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
