@@ -20,11 +20,16 @@ from tests.testserver import FakeLLMServer, FakeRequest
 PAD = "y" * 300_000  # well over the default raw_reply_limit (20,000 characters)
 
 
+def first(matches: Any) -> dict[str, Any]:
+    """The first ground-truth unit's match: the reply keys them by position ("0", "1", ...)."""
+    return matches["0"] if isinstance(matches, dict) else matches[0]
+
+
 def padded(request: FakeRequest) -> str | dict[str, Any]:
     """A valid analysis whose first explanation is 300,000 characters long."""
     reply = judge(request)
     if isinstance(reply, dict) and reply.get("matches"):
-        reply["matches"][0]["explanation"] = PAD
+        first(reply["matches"])["explanation"] = PAD
     return reply
 
 
@@ -57,7 +62,7 @@ def test_a_huge_valid_reply_is_stored_once_parsed_and_replays(
         [analysis] = [
             s for s in json.loads(line)["scores"]["answer_similarity"]["steps"] if s["step"] == "analyze"
         ]
-        assert analysis["raw"] is None and analysis["reply"]["matches"][0]["explanation"] == PAD
+        assert analysis["raw"] is None and first(analysis["reply"]["matches"])["explanation"] == PAD
     # A re-score replays the stored reply without asking the judge, with the same scores
     asked = judge_server.count()
     items = read_items(tmp_path / "run" / "results.jsonl")
