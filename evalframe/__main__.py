@@ -30,6 +30,7 @@ def log_saved_run(directory: Path, config: dict[str, Any]) -> int:
     from evalframe import objective, pipeline, tracking
     from evalframe.agreement import with_agreement
     from evalframe.errors import ConfigError
+    from evalframe.intervals import with_intervals
     from evalframe.journal import MANIFEST, Journal, read_items
     from evalframe.results import RunResult
 
@@ -45,6 +46,7 @@ def log_saved_run(directory: Path, config: dict[str, Any]) -> int:
     saved["tracking"] = {**saved.get("tracking", {}), **config.get("tracking", {}), "enabled": True}
     items = read_items(journal.path)
     result = RunResult(items=items, scorers=list(saved["scorers"]), keep=pipeline.keep_items(saved))
+    with_intervals(result)
     with_agreement(result, saved)
     result.objective = objective.from_json(manifest.get("objective"))
     print(f"logging {len(items)} items from {journal.path}", file=sys.stderr)

@@ -22,6 +22,7 @@ from evalframe.cache import Cache
 from evalframe.context import Context
 from evalframe.data import Row
 from evalframe.errors import EXIT_INTERRUPTED, ConfigError
+from evalframe.intervals import with_intervals
 from evalframe.journal import Journal, read_items
 from evalframe.results import ItemResult, Objective, RunResult, ScoreResult
 from evalframe.scorers import Scorer
@@ -235,7 +236,9 @@ def evaluate(
 
 
 def aggregate(result: RunResult, config: Mapping[str, Any], objective: Objective) -> RunResult:
-    """What a finished run adds up to beyond its means: agreement with people, the objective."""
+    """What a finished run adds up to beyond its means: their intervals, agreement with people, the
+    objective."""
+    with_intervals(result)
     with_agreement(result, config)
     result.objective = objectives.measure(objective, result.metrics())
     return result

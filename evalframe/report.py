@@ -64,7 +64,11 @@ def table(title: str, columns: tuple[str, ...], rows: list[list[str]]) -> None:
 
 
 def summary(s: Summary, saved: Path) -> None:
-    rows = [[*row[:6], f"[red]{row[6]}[/red]" if row[6] != "0" else row[6], row[7]] for row in s.rows()]
+    unscored = COLUMNS.index("unscored")
+    rows = [
+        [f"[red]{c}[/red]" if i == unscored and c != "0" else c for i, c in enumerate(row)]
+        for row in s.rows()
+    ]
     console.print(_table(f"evalframe: {s.count} items", COLUMNS, rows))
     if s.agreement:
         console.print(_table("agreement with the human scores", ("scorer", *AGREEMENT), s.agreement_rows()))

@@ -175,6 +175,8 @@ class RunResult:
     items: list[ItemResult]
     scorers: list[str]
     agreement: dict[str, dict[str, float]] = field(default_factory=dict)  # scorer -> metric -> value
+    # metric (`<scorer>/mean`, `<scorer>/agreement/spearman`) -> its 95% interval (low, high); NaN: none
+    intervals: dict[str, tuple[float, float]] = field(default_factory=dict)
     objective: Objective | None = None  # the number a sweep ranks by (objective.py); set once scored
     run_id: str | None = None  # the MLflow run it was logged to, if it was
     keep: int | None = None
@@ -226,6 +228,9 @@ class RunResult:
             for key, value in metrics.items():
                 if not math.isnan(value):
                     out[f"{name}/agreement/{key}"] = value
+        for metric, (low, high) in self.intervals.items():
+            if not (math.isnan(low) or math.isnan(high)):
+                out[f"{metric}_ci_low"], out[f"{metric}_ci_high"] = low, high
         usage = self.usage
         out["usage/prompt_tokens"] = float(usage.prompt_tokens)
         out["usage/completion_tokens"] = float(usage.completion_tokens)

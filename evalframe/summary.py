@@ -11,7 +11,7 @@ from typing import Any
 from evalframe.agreement import METRICS as AGREEMENT
 from evalframe.results import RunResult, ScorerSummary, Stats, Usage
 
-COLUMNS = ("scorer", "mean", "std", "min", "max", "scored", "unscored", "cost $")
+COLUMNS = ("scorer", "mean", "95% CI", "std", "min", "max", "scored", "unscored", "cost $")
 
 
 def fmt(value: Any, digits: int = 3, signed: bool = False) -> str:
@@ -23,6 +23,15 @@ def fmt(value: Any, digits: int = 3, signed: bool = False) -> str:
     return f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
 
 
+def fmt_interval(interval: tuple[float, float] | None, scored: int) -> str:
+    """A 95% interval as every rendering writes it; one scored item has none, and says so."""
+    if scored == 1:
+        return "none: 1 item"
+    if interval is None or any(math.isnan(v) for v in interval):
+        return "–"
+    return f"[{fmt(interval[0])}, {fmt(interval[1])}]"
+
+
 @dataclass(frozen=True)
 class Summary:
     count: int  # items in the run
@@ -30,24 +39,40 @@ class Summary:
     agreement: dict[str, dict[str, float]]  # scorer -> agreement metric -> value (human scores only)
     usage: Usage
     stats: Stats
+    intervals: dict[str, tuple[float, float]]  # metric -> its 95% interval (RunResult.intervals)
 
     @classmethod
     def of(cls, result: RunResult) -> Summary:
-        return cls(result.count, result.summaries, result.agreement, result.usage, result.stats)
+        return cls(
+            result.count, result.summaries, result.agreement, result.usage, result.stats, result.intervals
+        )
 
     def rows(self) -> list[list[str]]:
         """One row per scorer, cells as COLUMNS names them."""
         return [
-            [name, *(fmt(v) for v in (s.mean, s.std, s.min, s.max, s.scored, s.unscored)), f"{s.cost:.4f}"]
+            [
+                name,
+                fmt(s.mean),
+                fmt_interval(self.intervals.get(f"{name}/mean"), s.scored),
+                *(fmt(v) for v in (s.std, s.min, s.max, s.scored, s.unscored)),
+                f"{s.cost:.4f}",
+            ]
             for name, s in self.scorers.items()
         ]
 
     def agreement_rows(self) -> list[list[str]]:
-        """One row per scorer compared with people, cells as ("scorer", *AGREEMENT)."""
-        return [
-            [name, *(fmt(metrics.get(k, math.nan), 0 if k == "n" else 3) for k in AGREEMENT)]
-            for name, metrics in self.agreement.items()
-        ]
+        """One row per scorer compared with people, cells as ("scorer", *AGREEMENT): each metric with
+        its interval."""
+        rows = []
+        for name, metrics in self.agreement.items():
+            n = int(metrics.get("n", 0))
+            cells = [fmt(n)]
+            for k in AGREEMENT[1:]:
+                value, interval = metrics.get(k, math.nan), self.intervals.get(f"{name}/agreement/{k}")
+                ci = fmt_interval(interval, n)
+                cells.append(fmt(value) if ci == "–" or math.isnan(value) else f"{fmt(value)} {ci}")
+            rows.append([name, *cells])
+        return rows
 
     def totals(self) -> str:
         u = self.usage

@@ -17,6 +17,7 @@ PACKAGE = Path(evalframe.__file__).parent
 LAYERS = [
     "paths errors redaction retry",
     "results",  # the nouns: Row's results, steps, scores, items, the run, its objective
+    "intervals",  # bootstrap intervals over items, paired differences
     "data agreement prompts cache local_embeddings",
     "llm",  # the model door: the only module importing litellm
     "context",
