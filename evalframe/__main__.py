@@ -2,7 +2,8 @@
 
 - a run (`python -m evalframe ...`, `resume=...`), a sweep (`-m ...`): the pipeline;
 - `log_run=DIR`: log a run that finished while MLflow was unreachable;
-- `rescore run_id=ID ...`: re-score a logged run (evalframe.rescore).
+- `rescore run_id=ID ...`: re-score a logged run (evalframe.rescore);
+- `compare baseline=ID candidate=ID`: compare two logged runs item by item (evalframe.compare).
 
 Kept light so `--help` and `--cfg job` start fast: the pipeline (and litellm, mlflow, torch) is
 imported only when a job really runs.
@@ -124,6 +125,10 @@ def _subcommand(argv: list[str], scratch: str) -> list[str]:
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["compare"]:  # no config to compose: Hydra is not involved
+        from evalframe import compare
+
+        sys.exit(compare.main(sys.argv[2:]))
     with tempfile.TemporaryDirectory(prefix="evalframe-") as scratch:  # a re-scored run's download
         sys.argv[1:] = _subcommand(sys.argv[1:], scratch)
         try:

@@ -21,12 +21,15 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from evalframe.comparison import COLUMNS as COMPARE_COLUMNS
+from evalframe.comparison import MOVED_COLUMNS, Comparison
 from evalframe.jobs import Job
 from evalframe.results import ItemResult, Objective, RunResult
 from evalframe.summary import AGREEMENT, COLUMNS, Summary, fmt
 
 REPORT = "report.html"
 SWEEP_REPORT = "sweep.html"
+COMPARE_REPORT = "compare.html"
 PLOTS = "plots"
 # Rows of the per-item table embedded in report.html. Past this the page would grow to tens of MB
 # and browsers crawl; the table says so and points at results.jsonl / MLflow's items.json, which
@@ -309,3 +312,41 @@ def write_sweep_report(
         return []
     report = sweep_report(jobs, objective, keys, f"evalframe sweep {sweep_dir.name}")
     return report.write(sweep_dir, SWEEP_REPORT)
+
+
+# ---------------------------------------------------------------- compare report
+
+
+def compare_report(comparisons: Sequence[Comparison]) -> Report:
+    """Each candidate against the baseline: the paired differences per scorer, the items that moved most."""
+    sections = []
+    for c in comparisons:
+        rows = [
+            [f"<td>{escape(row[0])}</td>", *(f'<td class="num">{escape(cell)}</td>' for cell in row[1:])]
+            for row in c.rows()
+        ]
+        sections.append(
+            f"<h2>{escape(c.title())}</h2><p>{escape(c.counts())}</p>" + _table(COMPARE_COLUMNS, rows)
+        )
+        for s in c.scorers:
+            moved = [
+                [f"<td>{escape(r[0])}</td>", f'<td class="text">{_text(r[1])}</td>']
+                + [f'<td class="num">{escape(cell)}</td>' for cell in r[2:5]]
+                + [f'<td class="text">{_text(cell)}</td>' for cell in r[5:]]
+                for r in s.moved_rows()
+            ]
+            if moved:
+                sections.append(
+                    f"<h3>{escape(s.scorer)}: the items that moved most</h3>" + _table(MOVED_COLUMNS, moved)
+                )
+    baseline = comparisons[0].baseline if comparisons else ""
+    meta = (
+        f"baseline run {escape(baseline)}; {len(comparisons)} candidate run(s); "
+        "differences are candidate − baseline"
+    )
+    return Report(_page("evalframe compare", meta, sections))
+
+
+def write_compare_report(directory: Path, comparisons: Sequence[Comparison]) -> list[Path]:
+    """compare.html in `directory`."""
+    return compare_report(comparisons).write(directory, COMPARE_REPORT)

@@ -8,11 +8,14 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from evalframe.comparison import COLUMNS as COMPARE_COLUMNS
+from evalframe.comparison import MOVED_COLUMNS, Comparison
 from evalframe.gate import Check
 from evalframe.jobs import Best, Job
 from evalframe.results import Objective, Stats
@@ -126,6 +129,26 @@ def best(found: Best | None, objective: Objective) -> None:
     job = f", job {found.job.name}" if found.job else ""
     console.print(f"best: {values}", soft_wrap=True, markup=False, highlight=False)
     console.print(f"  {objective.metric} = {found.value:.4f} ({objective.direction}{job})")
+
+
+def _clip(text: str, width: int = 60) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def comparison(c: Comparison) -> None:
+    """The paired comparison of two runs per scorer, and the items that moved most."""
+    rows = [[escape(cell) for cell in row] for row in c.rows()]
+    for row in rows:
+        row[-1] = {"worse": "[red]worse[/red]", "better": "[green]better[/green]"}.get(row[-1], row[-1])
+    table = _table(c.title(), COMPARE_COLUMNS, rows)
+    table.box = box.SIMPLE  # eight columns: without vertical rules they fit a 120-column CI log
+    console.print(table)
+    console.print(c.counts(), markup=False, highlight=False)
+    for s in c.scorers:
+        if s.moved:
+            moved = [[escape(_clip(cell)) for cell in row] for row in s.moved_rows()]
+            console.print(_table(f"{s.scorer}: the items that moved most", MOVED_COLUMNS, moved))
 
 
 def where_to_look(uri: str, experiment_id: str, run_id: str) -> None:

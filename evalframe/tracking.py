@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from evalframe import html_report, report, summary
+from evalframe.comparison import Comparison
 from evalframe.errors import EXIT_OK, EXIT_TRACKING, ConfigError
 from evalframe.jobs import Best
 from evalframe.redaction import redact, redact_overrides
@@ -318,6 +319,52 @@ def fetch_run(uri: str, run_id: str, directory: Path, require_tag: str | None = 
         metrics=dict(run.data.metrics),
         results_file=Path(local),
     )
+
+
+def sweep_children(uri: str, run_id: str) -> list[str]:
+    """The child runs of a sweep's parent run, in launch order; [] for a run that is no sweep. An
+    unknown id or an unreachable store is a ConfigError."""
+    client = _client(uri)
+    run = _get_run(client, uri, run_id)
+    if run.data.tags.get("evalframe.sweep") != "true":
+        return []
+    children = client.search_runs(
+        [run.info.experiment_id],
+        filter_string=f"tags.`mlflow.parentRunId` = '{run_id}'",
+        order_by=["attributes.start_time ASC"],
+    )
+    return [child.info.run_id for child in children]
+
+
+def log_comparison(uri: str, experiment_id: str, comparison: Comparison, files: list[Path]) -> str:
+    """A comparison as a run of its own in the baseline's experiment, tagged with both run ids, its
+    figures as metrics and compare.html as an artifact. Returns its run id."""
+    import time
+
+    from mlflow.entities import Metric, RunTag
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(uri)
+    tags = {
+        "evalframe.compare.baseline": comparison.baseline,
+        "evalframe.compare.candidate": comparison.candidate,
+        "evalframe.compare.verdict": "worse" if comparison.worse else "not worse",
+        "mlflow.note.content": f"{comparison.title()}. {comparison.counts()}.",
+    }
+    run = client.create_run(
+        experiment_id, run_name=f"compare {comparison.candidate[:8]} vs {comparison.baseline[:8]}"
+    )
+    run_id = str(run.info.run_id)
+    now = int(time.time() * 1000)
+    client.log_batch(
+        run_id,
+        metrics=[Metric(k, v, now, 0) for k, v in comparison.metrics().items()],
+        tags=[RunTag(k, v) for k, v in tags.items()],
+    )
+    for path in files:
+        client.log_artifact(run_id, str(path))
+    client.set_terminated(run_id)
+    return run_id
 
 
 def start_parent(uri: str, experiment: str, name: str, overrides: list[str]) -> None:

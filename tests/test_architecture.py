@@ -26,11 +26,11 @@ LAYERS = [
     "scorers.semantic_similarity",
     "scorers.ground_truth_similarity",
     "objective journal summary gate",
-    "jobs",
+    "jobs comparison",
     "report html_report",
     "tracking",  # the only module importing mlflow
     "pipeline config",
-    "rescore api sweep",
+    "rescore api sweep compare",
     "pytest_plugin __init__ __main__",
 ]
 
