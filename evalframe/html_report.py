@@ -23,7 +23,7 @@ from typing import Any
 
 from evalframe.comparison import COLUMNS as COMPARE_COLUMNS
 from evalframe.comparison import MOVED_COLUMNS, Comparison
-from evalframe.jobs import Job
+from evalframe.jobs import Holdout, Job
 from evalframe.results import ItemResult, Objective, RunResult
 from evalframe.summary import AGREEMENT, COLUMNS, Summary, fmt
 
@@ -153,7 +153,10 @@ def _summary(summary: Summary) -> str:
     headers = list(COLUMNS)
     if summary.agreement:
         headers += [f"human {k}" for k in AGREEMENT]
-    agreement = {row[0]: row[1:] for row in summary.agreement_rows()}
+    agreement = {
+        name: [f"{value}<br>{ci}" if ci else value for value, ci in cells]
+        for name, cells in summary.agreement_cells().items()
+    }
     rows = []
     for row in summary.rows():
         name, cells = row[0], row[1:]
@@ -277,7 +280,13 @@ def weight_plot(key: str, jobs: Sequence[Job], objective: Objective) -> bytes:
     return _png(fig)
 
 
-def sweep_report(jobs: Sequence[Job], objective: Objective, keys: Sequence[str], title: str) -> Report:
+def sweep_report(
+    jobs: Sequence[Job],
+    objective: Objective,
+    keys: Sequence[str],
+    title: str,
+    held_out: Holdout | None = None,
+) -> Report:
     """The objective against each swept value (`keys`), and the jobs best first."""
     plots = {f"objective_vs_{_safe_name(k)}.png": weight_plot(k, jobs, objective) for k in keys}
     scorers = list(dict.fromkeys(name for job in jobs for name in job.means))
@@ -300,17 +309,23 @@ def sweep_report(jobs: Sequence[Job], objective: Objective, keys: Sequence[str],
         f'<h2>Objective against each swept value</h2><div class="plots">{images}</div>',
         "<h2>Jobs, best first</h2>" + table,
     ]
+    if held_out is not None:
+        sections.append("<h2>Held-out rows</h2><pre>" + escape("\n".join(held_out.lines())) + "</pre>")
     return Report(_page(title, meta, sections), plots)
 
 
 def write_sweep_report(
-    sweep_dir: Path, jobs: Sequence[Job], objective: Objective, keys: Sequence[str]
+    sweep_dir: Path,
+    jobs: Sequence[Job],
+    objective: Objective,
+    keys: Sequence[str],
+    held_out: Holdout | None = None,
 ) -> list[Path]:
     """sweep.html and plots/objective_vs_<key>.png in the sweep directory; returns the files written.
     A sweep whose jobs all failed has nothing to chart."""
     if not jobs:
         return []
-    report = sweep_report(jobs, objective, keys, f"evalframe sweep {sweep_dir.name}")
+    report = sweep_report(jobs, objective, keys, f"evalframe sweep {sweep_dir.name}", held_out)
     return report.write(sweep_dir, SWEEP_REPORT)
 
 

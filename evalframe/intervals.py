@@ -56,9 +56,9 @@ def bootstrap(
     width = np.size(statistic(*arrays)) if len(arrays[0]) > 1 else 1
     if len(arrays[0]) < 2:
         return [NONE] * width
-    with warnings.catch_warnings():  # a degenerate resample (constant scores) gives NaN, reported as such
+    with warnings.catch_warnings():  # a degenerate resample (constant scores) gives NaN, left out below
         warnings.simplefilter("ignore")
-        found = stats.bootstrap(
+        resampled = stats.bootstrap(
             tuple(arrays),
             statistic,
             paired=len(arrays) > 1,
@@ -67,8 +67,11 @@ def bootstrap(
             confidence_level=CONFIDENCE,
             method="percentile",
             rng=SEED,
-        ).confidence_interval
-    lows, highs = np.atleast_1d(found.low), np.atleast_1d(found.high)
+        ).bootstrap_distribution
+        # Percentiles of the resamples where the statistic exists: a rank correlation of a resample
+        # whose scores happen to be all equal is undefined, not a reason to give no interval at all.
+        tail = (1 - CONFIDENCE) / 2 * 100
+        lows, highs = np.nanpercentile(np.atleast_2d(resampled), [tail, 100 - tail], axis=-1)
     return [Interval(float(lo), float(hi)) for lo, hi in zip(lows, highs, strict=True)]
 
 

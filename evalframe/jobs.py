@@ -10,8 +10,10 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from evalframe.intervals import Interval
 from evalframe.journal import MANIFEST
 from evalframe.results import Objective
+from evalframe.summary import fmt, fmt_interval
 
 OPTUNA_RESULTS = "optimization_results.yaml"  # written into the sweep directory by the Optuna sweeper
 
@@ -31,6 +33,63 @@ class Best:
     params: dict[str, str]
     value: float
     job: Job | None
+
+
+@dataclass
+class Holdout:
+    """The held-out rows scored with the best job's settings and with the defaults (tune.holdout)."""
+
+    objective: Objective
+    rows: int
+    best: float
+    default: float
+    interval: Interval  # of best − default, resampling the held-out items
+
+    @property
+    def difference(self) -> float:
+        return self.best - self.default
+
+    @property
+    def outcome(self) -> str:
+        """better, worse or unclear: where the interval of the gain (in the objective's direction) lies."""
+        sign = 1 if self.objective.direction == "maximize" else -1
+        low, high = sorted((sign * self.interval.low, sign * self.interval.high))
+        if not self.interval.known:
+            return "unclear"
+        return "better" if low > 0 else "worse" if high < 0 else "unclear"
+
+    @property
+    def verdict(self) -> str:
+        return {
+            "better": "the tuned settings beat the defaults on the held-out rows",
+            "worse": "the tuned settings are worse than the defaults on the held-out rows",
+        }.get(
+            self.outcome,
+            "the tuned settings do not clearly beat the defaults on the held-out rows (the interval holds 0)",
+        )
+
+    def lines(self) -> list[str]:
+        return [
+            f"held-out rows: {self.rows}; {self.objective.metric} ({self.objective.direction})",
+            f"  best settings     {fmt(self.best)}",
+            f"  default settings  {fmt(self.default)}",
+            f"  difference        {fmt(self.difference, signed=True)} "
+            f"95% CI {fmt_interval(self.interval, self.rows)}",
+            self.verdict,
+        ]
+
+    def metrics(self) -> dict[str, float]:
+        """What the sweep's parent run logs (NaN left out)."""
+        metric = self.objective.metric
+        found = {
+            f"holdout/best/{metric}": self.best,
+            f"holdout/default/{metric}": self.default,
+            "holdout/difference": self.difference,
+            "holdout/difference_ci_low": self.interval.low,
+            "holdout/difference_ci_high": self.interval.high,
+            "holdout/rows": float(self.rows),
+        }
+        return {k: v for k, v in found.items() if not math.isnan(v)}
 
 
 def read_jobs(sweep_dir: Path) -> list[Job]:

@@ -15,14 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from evalframe import data, gate, html_report, report, tracking
+from evalframe import data, gate, html_report, intervals, report, tracking
 from evalframe import objective as objectives
 from evalframe.agreement import with_agreement
 from evalframe.cache import Cache
 from evalframe.context import Context
 from evalframe.data import Row
 from evalframe.errors import EXIT_INTERRUPTED, ConfigError
-from evalframe.intervals import with_intervals
 from evalframe.journal import Journal, read_items
 from evalframe.results import ItemResult, Objective, RunResult, ScoreResult
 from evalframe.scorers import Scorer
@@ -103,6 +102,8 @@ def plan(config: dict[str, Any], given: Given | None = None) -> Plan:
             )
 
     first = rows.validate(check, window_size(config))  # the whole file, one pass, before any call
+    if given.rows is None:  # (rows given as they are, the API's or a re-score's, are never split)
+        rows = data.tune_part(rows, config.get("tune") or {})
     for scorer in scorers.values():
         scorer.validate(first)
     return Plan(config, target, scorers, rows)
@@ -236,9 +237,8 @@ def evaluate(
 
 
 def aggregate(result: RunResult, config: Mapping[str, Any], objective: Objective) -> RunResult:
-    """What a finished run adds up to beyond its means: their intervals, agreement with people, the
-    objective."""
-    with_intervals(result)
+    """What a finished run adds up to beyond its means: intervals, agreement with people, objective."""
+    intervals.with_intervals(result)
     with_agreement(result, config)
     result.objective = objectives.measure(objective, result.metrics())
     return result

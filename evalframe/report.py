@@ -17,7 +17,7 @@ from rich.table import Table
 from evalframe.comparison import COLUMNS as COMPARE_COLUMNS
 from evalframe.comparison import MOVED_COLUMNS, Comparison
 from evalframe.gate import Check
-from evalframe.jobs import Best, Job
+from evalframe.jobs import Best, Holdout, Job
 from evalframe.results import Objective, Stats
 from evalframe.summary import AGREEMENT, COLUMNS, Summary, fmt
 
@@ -149,6 +149,14 @@ def comparison(c: Comparison) -> None:
         if s.moved:
             moved = [[escape(_clip(cell)) for cell in row] for row in s.moved_rows()]
             console.print(_table(f"{s.scorer}: the items that moved most", MOVED_COLUMNS, moved))
+
+
+def holdout(h: Holdout) -> None:
+    """Whether the tuned settings beat the defaults on the rows the sweep never saw."""
+    lines = h.lines()
+    console.print("\n".join(lines[:-1]), markup=False, highlight=False)
+    colour = {"better": "green", "worse": "red"}.get(h.outcome, "yellow")
+    console.print(f"[{colour}]{escape(lines[-1])}[/{colour}]")
 
 
 def where_to_look(uri: str, experiment_id: str, run_id: str) -> None:

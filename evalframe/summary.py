@@ -23,13 +23,13 @@ def fmt(value: Any, digits: int = 3, signed: bool = False) -> str:
     return f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
 
 
-def fmt_interval(interval: tuple[float, float] | None, scored: int) -> str:
+def fmt_interval(interval: tuple[float, float] | None, scored: int, digits: int = 3) -> str:
     """A 95% interval as every rendering writes it; one scored item has none, and says so."""
     if scored == 1:
         return "none: 1 item"
     if interval is None or any(math.isnan(v) for v in interval):
         return "–"
-    return f"[{fmt(interval[0])}, {fmt(interval[1])}]"
+    return f"[{fmt(interval[0], digits)}, {fmt(interval[1], digits)}]"
 
 
 @dataclass(frozen=True)
@@ -60,18 +60,26 @@ class Summary:
             for name, s in self.scorers.items()
         ]
 
-    def agreement_rows(self) -> list[list[str]]:
-        """One row per scorer compared with people, cells as ("scorer", *AGREEMENT): each metric with
-        its interval."""
-        rows = []
+    def agreement_cells(self) -> dict[str, list[tuple[str, str]]]:
+        """Per scorer compared with people, (value, 95% interval) per metric of AGREEMENT (n has none)."""
+        cells = {}
         for name, metrics in self.agreement.items():
             n = int(metrics.get("n", 0))
-            cells = [fmt(n)]
-            for k in AGREEMENT[1:]:
-                value, interval = metrics.get(k, math.nan), self.intervals.get(f"{name}/agreement/{k}")
-                ci = fmt_interval(interval, n)
-                cells.append(fmt(value) if ci == "–" or math.isnan(value) else f"{fmt(value)} {ci}")
-            rows.append([name, *cells])
+            cells[name] = [(fmt(n), "")] + [
+                (
+                    fmt(metrics.get(k, math.nan)),
+                    fmt_interval(self.intervals.get(f"{name}/agreement/{k}"), n, 2),
+                )
+                for k in AGREEMENT[1:]
+            ]
+        return cells
+
+    def agreement_rows(self) -> list[list[str]]:
+        """Two rows per scorer compared with people, cells as ("scorer", *AGREEMENT): the values, then
+        their intervals (below them, so the table stays as narrow as a CI log)."""
+        rows = []
+        for name, cells in self.agreement_cells().items():
+            rows += [[name, *(v for v, _ in cells)], ["  95% CI", *(ci for _, ci in cells)]]
         return rows
 
     def totals(self) -> str:

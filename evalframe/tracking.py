@@ -383,9 +383,17 @@ def start_parent(uri: str, experiment: str, name: str, overrides: list[str]) -> 
     os.environ[PARENT_RUN] = str(run.info.run_id)
 
 
-def end_parent(uri: str, best: Best | None, objective: Objective, base: Path, files: list[Path]) -> None:
+def end_parent(
+    uri: str,
+    best: Best | None,
+    objective: Objective,
+    base: Path,
+    files: list[Path],
+    extra: Mapping[str, float] | None = None,
+) -> None:
     """Close the sweep's parent run, if one is open: tagged with the best job's values and objective,
-    with the sweep's report. A tracking outage here must not fail a finished sweep: its files are on disk."""
+    with the sweep's report and `extra` metrics (the held-out check's). A tracking outage here must not
+    fail a finished sweep: its files are on disk."""
     import time
 
     from mlflow.entities import Metric, RunTag
@@ -395,7 +403,7 @@ def end_parent(uri: str, best: Best | None, objective: Objective, base: Path, fi
     if not run_id:
         return
     tags = {"evalframe.sweep.objective": objective.metric, "evalframe.sweep.direction": objective.direction}
-    metrics = {}
+    metrics = dict(extra or {})
     if best is not None:
         tags["evalframe.sweep.best"] = " ".join(f"{k}={v}" for k, v in best.params.items())
         tags.update({f"evalframe.sweep.best.{k}": v for k, v in best.params.items()})

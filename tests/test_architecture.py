@@ -30,6 +30,7 @@ LAYERS = [
     "report html_report",
     "tracking",  # the only module importing mlflow
     "pipeline config",
+    "holdout",
     "rescore api sweep compare",
     "pytest_plugin __init__ __main__",
 ]

@@ -173,6 +173,27 @@ def test_optuna_tunes_the_penalties_to_human_scores_with_one_runs_judge_calls(
     optuna = OmegaConf.load(next(tmp_path.glob("multirun/*/*/optimization_results.yaml")))
     assert optuna.best_value == pytest.approx(best)
     assert {k: str(v) for k, v in optuna.best_params.items()} == printed
+    # tune.holdout: 0.3 (the preset's): the trials saw 28 of the 40 rows; the other 12 were scored at the
+    # end with the best and the default weights, inside the one run's judge calls counted above.
+    assert all(len(t.read_text().splitlines()) == 28 for t in trials)
+    held = next(tmp_path.glob("multirun/*/*/holdout/best/results.jsonl")).read_text().splitlines()
+    assert len(held) == 12 and not {json.loads(h)["id"] for h in held} & {
+        json.loads(line)["id"] for line in trials[0].read_text().splitlines()
+    }
+    assert "held-out rows: 12; answer_similarity/agreement/spearman (maximize)" in result.stdout
+    assert re.search(
+        r"the tuned settings (beat|are worse than|do not clearly beat) the defaults", result.stdout
+    )
+    metric = "answer_similarity/agreement/spearman"
+    for key in (f"holdout/best/{metric}", f"holdout/default/{metric}", "holdout/difference"):
+        assert key in parent.data.metrics
+    difference = parent.data.metrics["holdout/difference"]
+    low, high = (
+        parent.data.metrics["holdout/difference_ci_low"],
+        parent.data.metrics["holdout/difference_ci_high"],
+    )
+    assert low <= difference <= high
+    assert "Held-out rows" in next(tmp_path.glob("multirun/*/*/sweep.html")).read_text()
 
 
 @slow
