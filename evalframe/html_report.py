@@ -23,9 +23,9 @@ from typing import Any
 
 from evalframe.comparison import COLUMNS as COMPARE_COLUMNS
 from evalframe.comparison import MOVED_COLUMNS, Comparison
-from evalframe.jobs import Holdout, Job
+from evalframe.jobs import Holdout, Job, like_the_best
 from evalframe.results import ItemResult, Objective, RunResult
-from evalframe.summary import AGREEMENT, COLUMNS, Summary, fmt
+from evalframe.summary import AGREEMENT, COLUMNS, Summary, fmt, fmt_interval
 
 REPORT = "report.html"
 SWEEP_REPORT = "sweep.html"
@@ -290,16 +290,27 @@ def sweep_report(
     """The objective against each swept value (`keys`), and the jobs best first."""
     plots = {f"objective_vs_{_safe_name(k)}.png": weight_plot(k, jobs, objective) for k in keys}
     scorers = list(dict.fromkeys(name for job in jobs for name in job.means))
+    marks = like_the_best(list(jobs), objective)
     rows = [
         [
             f"<td>{escape(job.name)}</td>",
             *(f"<td>{escape(job.overrides.get(k, ''))}</td>" for k in keys),
             f'<td class="num">{fmt(job.objective)}</td>',
+            f'<td class="num">{fmt_interval(job.interval)}</td>',
+            f"<td>{marks.get(job.name, '')}</td>",
             *(f'<td class="num">{fmt(job.means.get(s))}</td>' for s in scorers),
         ]
         for job in sorted(jobs, key=lambda j: objective.rank(j.objective))
     ]
-    table = _table(["job", *keys, f"objective: {objective.metric}", *(f"{s} mean" for s in scorers)], rows)
+    headers = [
+        "job",
+        *keys,
+        f"objective: {objective.metric}",
+        "95% CI",
+        "like the best?",
+        *(f"{s} mean" for s in scorers),
+    ]
+    table = _table(headers, rows) + "<p>≈ best: the job's 95% interval overlaps the best job's.</p>"
     images = "".join(_img(png, name) for name, png in plots.items())
     meta = (
         f"{len(jobs)} jobs; objective {escape(objective.metric)} ({escape(objective.direction)}); "

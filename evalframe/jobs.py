@@ -26,6 +26,7 @@ class Job:
     objective: float  # NaN when the job finished without one (or did not finish)
     metric: str | None = None  # what `objective` measures, as the job recorded it
     direction: str = "maximize"
+    interval: tuple[float, float] = (math.nan, math.nan)  # the objective's 95% interval, when it has one
 
 
 @dataclass
@@ -98,6 +99,9 @@ def read_jobs(sweep_dir: Path) -> list[Job]:
         data = json.loads(manifest.read_text())
         recorded = data.get("objective") or {}
         value = recorded.get("value")
+        low, high = (
+            math.nan if v is None else float(v) for v in (recorded.get("ci_low"), recorded.get("ci_high"))
+        )
         overrides = dict(o.split("=", 1) for o in data.get("overrides", []) if "=" in o)
         jobs.append(
             Job(
@@ -107,9 +111,28 @@ def read_jobs(sweep_dir: Path) -> list[Job]:
                 math.nan if value is None else float(value),
                 recorded.get("metric"),
                 recorded.get("direction") or "maximize",
+                (low, high),
             )
         )
     return sorted(jobs, key=lambda j: (len(j.name), j.name))  # 0, 1, ..., 10 in launch order
+
+
+def like_the_best(jobs: list[Job], objective: Objective) -> dict[str, str]:
+    """ "best" for the best job, "≈ best" for the jobs whose objective cannot be told apart from it:
+    their 95% intervals overlap. A rule of thumb that errs on the side of "the same": two jobs whose
+    intervals overlap may still differ item by item, which `compare` tests."""
+    ranked = sorted(jobs, key=lambda j: objective.rank(j.objective))
+    if not ranked or math.isnan(ranked[0].objective):
+        return {}
+    top, (low, high) = ranked[0], ranked[0].interval
+    alike = [
+        j.name
+        for j in ranked[1:]
+        if not math.isnan(low + high + j.interval[0] + j.interval[1])
+        and j.interval[0] <= high
+        and low <= j.interval[1]
+    ]
+    return {top.name: "best", **dict.fromkeys(alike, "≈ best")}
 
 
 def swept_keys(jobs: list[Job], configured: list[str]) -> list[str]:

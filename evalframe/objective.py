@@ -70,17 +70,18 @@ def from_json(recorded: Mapping[str, Any] | None) -> Objective | None:
     """An objective as run.json records it."""
     if not recorded or not recorded.get("metric"):
         return None
-    value = recorded.get("value")
+    low, value, high = (
+        math.nan if v is None else float(v) for v in map(recorded.get, ("ci_low", "value", "ci_high"))
+    )
     return Objective(
-        str(recorded["metric"]),
-        str(recorded.get("direction") or "maximize"),
-        math.nan if value is None else float(value),
+        str(recorded["metric"]), str(recorded.get("direction") or "maximize"), value, (low, high)
     )
 
 
 def measure(objective: Objective, metrics: Mapping[str, float]) -> Objective:
     """The objective's value in a finished run (NaN when the run has no such metric, e.g. no scores)."""
-    return Objective(objective.metric, objective.direction, float(metrics.get(objective.metric, math.nan)))
+    found = [float(metrics.get(f"{objective.metric}{end}", math.nan)) for end in ("", "_ci_low", "_ci_high")]
+    return Objective(objective.metric, objective.direction, found[0], (found[1], found[2]))
 
 
 def item_statistic(

@@ -17,9 +17,9 @@ from rich.table import Table
 from evalframe.comparison import COLUMNS as COMPARE_COLUMNS
 from evalframe.comparison import MOVED_COLUMNS, Comparison
 from evalframe.gate import Check
-from evalframe.jobs import Best, Holdout, Job
+from evalframe.jobs import Best, Holdout, Job, like_the_best
 from evalframe.results import Objective, Stats
-from evalframe.summary import AGREEMENT, COLUMNS, Summary, fmt
+from evalframe.summary import AGREEMENT, COLUMNS, Summary, fmt, fmt_interval
 
 
 def quiet_libraries() -> None:
@@ -107,14 +107,17 @@ def sweep(jobs: list[Job], swept: list[str], objective: Objective) -> None:
         return
     scorers = [s for s in dict.fromkeys(k for j in jobs for k in j.means) if f"{s}/mean" != objective.metric]
     title = f"sweep: {len(jobs)} jobs, best first by {objective.metric} ({objective.direction})"
-    table = Table(title=title)
-    for column in ("job", *swept, "objective", *(f"{s}/mean" for s in scorers)):
+    table = Table(title=title, caption="≈ best: its 95% interval overlaps the best job's")
+    for column in ("job", *swept, "objective", "95% CI", "", *(f"{s}/mean" for s in scorers)):
         table.add_column(column, justify="left" if column == "job" else "right")
+    marks = like_the_best(jobs, objective)
     for job in sorted(jobs, key=lambda j: objective.rank(j.objective)):
         table.add_row(
             job.name,
             *(escape(_short(job.overrides.get(k, ""))) for k in swept),
             fmt(job.objective),
+            fmt_interval(job.interval),
+            marks.get(job.name, ""),
             *(fmt(job.means.get(s, math.nan)) for s in scorers),
         )
     console.print(table)

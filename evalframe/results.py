@@ -109,6 +109,7 @@ class Objective:
     metric: str
     direction: str = "maximize"
     value: float = math.nan
+    interval: tuple[float, float] = (math.nan, math.nan)  # its 95% interval, when the metric has one
 
     @property
     def worst(self) -> float:
@@ -129,8 +130,14 @@ class Objective:
 
     def to_json(self) -> dict[str, Any]:
         """As run.json records it (NaN as null: strict JSON)."""
-        value = None if math.isnan(self.value) else self.value
-        return {"metric": self.metric, "value": value, "direction": self.direction}
+        value, low, high = (None if math.isnan(v) else v for v in (self.value, *self.interval))
+        return {
+            "metric": self.metric,
+            "value": value,
+            "direction": self.direction,
+            "ci_low": low,
+            "ci_high": high,
+        }
 
     def rank(self, value: float | None) -> float:
         """Sort key, best first; a missing or NaN value sorts last."""

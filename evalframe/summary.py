@@ -23,7 +23,7 @@ def fmt(value: Any, digits: int = 3, signed: bool = False) -> str:
     return f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
 
 
-def fmt_interval(interval: tuple[float, float] | None, scored: int, digits: int = 3) -> str:
+def fmt_interval(interval: tuple[float, float] | None, scored: int | None = None, digits: int = 3) -> str:
     """A 95% interval as every rendering writes it; one scored item has none, and says so."""
     if scored == 1:
         return "none: 1 item"

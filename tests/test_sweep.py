@@ -88,6 +88,9 @@ def test_the_grid_preset_runs_its_combinations_as_child_runs_ranked_by_the_objec
     values = [float(row[4]) for row in rows]
     assert values == sorted(values, reverse=True)
     assert rows[0][1:4] == ["0.05", "0.5", "0.05"]
+    # Each job's objective with its interval; the best marked, and the jobs it cannot be told from.
+    assert all(re.fullmatch(r"\[\d\.\d{3}, \d\.\d{3}\]", row[5]) for row in rows)
+    assert rows[0][6] == "best" and {row[6] for row in rows[1:]} <= {"≈ best", ""}
     assert best_line(result.stdout) == {
         "penalties.missing": "0.05",
         "penalties.contradiction": "0.5",
@@ -101,6 +104,9 @@ def test_the_grid_preset_runs_its_combinations_as_child_runs_ranked_by_the_objec
     assert manifest["objective"]["metric"] == "answer_similarity/mean"
     assert manifest["objective"]["direction"] == "maximize"
     assert manifest["objective"]["value"] == pytest.approx(manifest["means"]["answer_similarity"])
+    assert (
+        manifest["objective"]["ci_low"] <= manifest["objective"]["value"] <= manifest["objective"]["ci_high"]
+    )
 
 
 @slow
