@@ -219,7 +219,9 @@ def log_traces(result: RunResult, config: Mapping[str, Any], limit: int | None) 
     items = result.items if limit is None else result.items[: int(limit)]
     for item in items:
         with mlflow.start_span(name="evalframe.item", span_type="EVALUATOR") as span:
-            span.set_inputs({"input": item.input})
+            # The row's id first (a long input's preview is cut at its end): MLflow's "Evaluation runs"
+            # view pairs two runs' items by their request, and several rows may ask the same question.
+            span.set_inputs({"id": item.id, "input": item.input})
             span.set_outputs(item.output)
             with manager.get_trace(span.trace_id) as trace:
                 if trace is not None:

@@ -234,6 +234,31 @@ def test_log_run_logs_the_report_and_one_trace_per_item_with_assessments(tmp_pat
     assert "judge reply invalid" in (unscored.error.error_message or "")
 
 
+def test_two_runs_of_the_sample_have_one_request_per_row_so_mlflow_pairs_every_row(tmp_path: Path) -> None:
+    """MLflow's "Evaluation runs" view pairs two runs' items by their request: the sample has three rows
+    asking the same question, which it paired with nothing (null) unless each request names its row."""
+    from mlflow.tracking import MlflowClient
+
+    from evalframe import evaluate
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    runs = [
+        evaluate(None, ["exact_match"], tracking=uri, output_dir=tmp_path / "a"),
+        evaluate(None, ["token_f1"], tracking=uri, output_dir=tmp_path / "b"),
+    ]
+    client = MlflowClient(uri)
+    requests = []
+    for run in runs:
+        experiment = client.get_run(str(run.run_id)).info.experiment_id
+        traces = client.search_traces(locations=[experiment], run_id=run.run_id, max_results=100)
+        previews = [t.info.request_preview for t in traces]
+        assert len(previews) == len(set(previews)) == 28  # one distinct request per row
+        requests.append({json.loads(p)["id"]: json.loads(p)["input"] for p in previews})
+    assert requests[0] == requests[1]  # each request is in both runs: every row pairs
+    questions = list(requests[0].values())
+    assert max(questions.count(q) for q in questions) >= 3  # the rows that share a question
+
+
 def test_a_run_without_mlflow_still_writes_its_report(
     scripted: ScriptedModel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
