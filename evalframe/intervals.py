@@ -48,14 +48,13 @@ def bootstrap(
     statistic: Callable[..., Any], *samples: Sequence[float] | np.ndarray[Any, Any], vectorized: bool = False
 ) -> list[Interval]:
     """Intervals of a statistic of paired samples (one value per item in each), resampling items.
-    `statistic(*samples)` returns one number or a vector of them; one interval per number. Fewer than
-    two items, or a statistic the resamples cannot compute: NaN intervals."""
+    `statistic(*samples)` returns one number or a vector of them; one interval per number, from the
+    resamples where it is defined. Fewer than two items: [NONE]."""
     from scipy import stats
 
     arrays = [np.asarray(s, dtype=float) for s in samples]
-    width = np.size(statistic(*arrays)) if len(arrays[0]) > 1 else 1
     if len(arrays[0]) < 2:
-        return [NONE] * width
+        return [NONE]  # one NaN interval, whatever the statistic's width
     with warnings.catch_warnings():  # a degenerate resample (constant scores) gives NaN, left out below
         warnings.simplefilter("ignore")
         resampled = stats.bootstrap(

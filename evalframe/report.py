@@ -15,7 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from evalframe.comparison import COLUMNS as COMPARE_COLUMNS
-from evalframe.comparison import MOVED_COLUMNS, Comparison
+from evalframe.comparison import Comparison
 from evalframe.gate import Check
 from evalframe.jobs import Best, Holdout, Job, like_the_best
 from evalframe.results import Objective, Stats
@@ -149,9 +149,15 @@ def comparison(c: Comparison) -> None:
     console.print(table)
     console.print(c.counts(), markup=False, highlight=False)
     for s in c.scorers:
-        if s.moved:
-            moved = [[escape(_clip(cell)) for cell in row] for row in s.moved_rows()]
-            console.print(_table(f"{s.scorer}: the items that moved most", MOVED_COLUMNS, moved))
+        if s.moved:  # a list, not a table: two reasons side by side do not fit a CI log's width
+            lines = [f"{s.scorer}: the items that moved most"]
+            for item, text, before, after, change, was, now in s.moved_rows():
+                lines += [
+                    f"  {item}  {before} -> {after} ({change})  {_clip(text)}",
+                    f"      baseline:  {_clip(was, 200)}",
+                    f"      candidate: {_clip(now, 200)}",
+                ]
+            console.print("\n".join(lines), markup=False, highlight=False, soft_wrap=True)
 
 
 def holdout(h: Holdout) -> None:
