@@ -4,6 +4,7 @@
 - `log_run=DIR`: log a run that finished while MLflow was unreachable;
 - `rescore run_id=ID ...`: re-score a logged run (evalframe.rescore);
 - `ui [port=N] [tracking.uri=...]`: the MLflow UI on the runs' store (evalframe.ui), without Hydra.
+- `compare baseline=ID candidate=ID`: compare two logged runs item by item (evalframe.compare).
 
 Kept light so `--help` and `--cfg job` start fast: the pipeline (and litellm, mlflow, torch) is
 imported only when a job really runs.
@@ -53,6 +54,7 @@ def log_saved_run(directory: Path, config: dict[str, Any]) -> int:
     from evalframe import objective, pipeline, tracking
     from evalframe.agreement import with_agreement
     from evalframe.errors import ConfigError
+    from evalframe.intervals import with_intervals
     from evalframe.journal import LOGGED, MANIFEST, Journal, read_items
     from evalframe.results import RunResult, Verdict
 
@@ -75,6 +77,7 @@ def log_saved_run(directory: Path, config: dict[str, Any]) -> int:
     saved["tracking"] = {**saved.get("tracking", {}), **config.get("tracking", {}), "enabled": True}
     items = read_items(journal.path)
     result = RunResult(items=items, scorers=list(saved["scorers"]), keep=pipeline.keep_items(saved))
+    with_intervals(result)
     with_agreement(result, saved)
     result.objective = objective.from_json(manifest.get("objective"))
     if gate := manifest.get("gate"):  # the verdict the run reached, recorded again in MLflow
@@ -286,6 +289,10 @@ def main() -> None:
         sys.exit(_ui(sys.argv[2:]))
     from evalframe.errors import EvalframeError
 
+    if sys.argv[1:2] == ["compare"]:  # no config to compose: Hydra is not involved
+        from evalframe import compare
+
+        sys.exit(compare.main(sys.argv[2:]))
     with tempfile.TemporaryDirectory(prefix="evalframe-") as scratch:  # a re-scored run's download
         sys.argv[1:] = _subcommand(sys.argv[1:], scratch)
         try:

@@ -12,6 +12,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from evalframe.intervals import Interval, bootstrap
 from evalframe.results import RunResult
 
 # Every agreement metric, in the order tables show them; what objective.metric may name.
@@ -49,6 +50,24 @@ def agreement(
         out["kappa"] = float(cohen_kappa_score(passed_theirs, passed_ours))
     out["mae"] = sum(abs(a - b) for a, b in pairs) / len(pairs)
     return out
+
+
+def intervals(
+    scores: Sequence[float],
+    human: Sequence[float],
+    human_range: Sequence[float] = (0.0, 1.0),
+    threshold: float = 0.5,
+) -> dict[str, Interval]:
+    """The 95% interval of every agreement metric (but n), resampling the items both scored."""
+    pairs = [(s, h) for s, h in zip(scores, human, strict=True) if not (math.isnan(s) or math.isnan(h))]
+    keys = [k for k in METRICS if k != "n"]
+
+    def statistic(ours: Sequence[float], theirs: Sequence[float]) -> list[float]:
+        found = agreement(list(ours), list(theirs), human_range, threshold)
+        return [found.get(k, math.nan) for k in keys]
+
+    found = bootstrap(statistic, [p[0] for p in pairs], [p[1] for p in pairs])
+    return dict(zip(keys, found if len(found) == len(keys) else [found[0]] * len(keys), strict=True))
 
 
 def krippendorff_alpha(ratings: Sequence[Sequence[float]]) -> float:
@@ -120,11 +139,11 @@ def with_agreement(result: RunResult, config: Mapping[str, Any]) -> RunResult:
     if all(math.isnan(h) for h in human):
         return result
     dataset = config.get("dataset") or {}
+    human_range = dataset.get("human_range") or (0, 1)
+    threshold = float(config.get("agreement_threshold", 0.5))
     for name in result.scorers:
-        result.agreement[name] = agreement(
-            list(result.scores[name]),
-            human,
-            dataset.get("human_range") or (0, 1),
-            float(config.get("agreement_threshold", 0.5)),
-        )
+        scores = list(result.scores[name])
+        result.agreement[name] = agreement(scores, human, human_range, threshold)
+        for key, interval in intervals(scores, human, human_range, threshold).items():
+            result.intervals[f"{name}/agreement/{key}"] = interval
     return result

@@ -84,6 +84,16 @@ class Evaluation:
             )
         return self.summaries[scorer].mean
 
+    def ci(self, name: str) -> tuple[float, float]:
+        """The 95% interval (low, high) of a scorer's mean (`ci("token_f1")`) or of any metric with
+        one (`ci("token_f1/agreement/spearman")`); (nan, nan) when there is none (one scored item)."""
+        metric = f"{name}/mean" if name in self.result.scorers else name
+        if metric not in self.result.intervals:
+            known = [m.removesuffix("/mean") for m in self.result.intervals]
+            raise KeyError(f"no interval for {name!r} in this evaluation; it has {', '.join(known)}")
+        low, high = self.result.intervals[metric]
+        return low, high
+
     @property
     def items(self) -> pd.DataFrame:
         """One row per item: id, input, ground_truth, output, and per scorer its score, reason, error,

@@ -21,12 +21,15 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from evalframe.jobs import Job
+from evalframe.comparison import COLUMNS as COMPARE_COLUMNS
+from evalframe.comparison import MOVED_COLUMNS, Comparison
+from evalframe.jobs import Holdout, Job, like_the_best
 from evalframe.results import SHOWN_UNSCORED, ItemResult, Objective, RunResult
-from evalframe.summary import AGREEMENT, COLUMNS, Summary, fmt
+from evalframe.summary import AGREEMENT, COLUMNS, Summary, fmt, fmt_interval
 
 REPORT = "report.html"
 SWEEP_REPORT = "sweep.html"
+COMPARE_REPORT = "compare.html"
 PLOTS = "plots"
 # Rows of the per-item table embedded in report.html. Past this the page would grow to tens of MB
 # and browsers crawl; the table says so and points at results.jsonl / MLflow's items.json, which
@@ -151,7 +154,10 @@ def _summary(summary: Summary) -> str:
     headers = list(COLUMNS)
     if summary.agreement:
         headers += [f"human {k}" for k in AGREEMENT]
-    agreement = {row[0]: row[1:] for row in summary.agreement_rows()}
+    agreement = {
+        name: [f"{value}<br>{ci}" if ci else value for value, ci in cells]
+        for name, cells in summary.agreement_cells().items()
+    }
     rows = []
     for row in summary.rows():
         name, cells = row[0], row[1:]
@@ -310,20 +316,37 @@ def weight_plot(key: str, jobs: Sequence[Job], objective: Objective) -> bytes:
     return _png(fig)
 
 
-def sweep_report(jobs: Sequence[Job], objective: Objective, keys: Sequence[str], title: str) -> Report:
+def sweep_report(
+    jobs: Sequence[Job],
+    objective: Objective,
+    keys: Sequence[str],
+    title: str,
+    held_out: Holdout | None = None,
+) -> Report:
     """The objective against each swept value (`keys`), and the jobs best first."""
     plots = {f"objective_vs_{_safe_name(k)}.png": weight_plot(k, jobs, objective) for k in keys}
     scorers = list(dict.fromkeys(name for job in jobs for name in job.means))
+    marks = like_the_best(list(jobs), objective)
     rows = [
         [
             f"<td>{escape(job.name)}</td>",
             *(f"<td>{escape(job.overrides.get(k, ''))}</td>" for k in keys),
             f'<td class="num">{fmt(job.objective)}</td>',
+            f'<td class="num">{fmt_interval(job.interval)}</td>',
+            f"<td>{marks.get(job.name, '')}</td>",
             *(f'<td class="num">{fmt(job.means.get(s))}</td>' for s in scorers),
         ]
         for job in sorted(jobs, key=lambda j: objective.rank(j.objective))
     ]
-    table = _table(["job", *keys, f"objective: {objective.metric}", *(f"{s} mean" for s in scorers)], rows)
+    headers = [
+        "job",
+        *keys,
+        f"objective: {objective.metric}",
+        "95% CI",
+        "like the best?",
+        *(f"{s} mean" for s in scorers),
+    ]
+    table = _table(headers, rows) + "<p>≈ best: the job's 95% interval overlaps the best job's.</p>"
     images = "".join(_img(png, name) for name, png in plots.items())
     meta = (
         f"{len(jobs)} jobs; objective {escape(objective.metric)} ({escape(objective.direction)}); "
@@ -333,15 +356,59 @@ def sweep_report(jobs: Sequence[Job], objective: Objective, keys: Sequence[str],
         f'<h2>Objective against each swept value</h2><div class="plots">{images}</div>',
         "<h2>Jobs, best first</h2>" + table,
     ]
+    if held_out is not None:
+        sections.append("<h2>Held-out rows</h2><pre>" + escape("\n".join(held_out.lines())) + "</pre>")
     return Report(_page(title, meta, sections), plots)
 
 
 def write_sweep_report(
-    sweep_dir: Path, jobs: Sequence[Job], objective: Objective, keys: Sequence[str]
+    sweep_dir: Path,
+    jobs: Sequence[Job],
+    objective: Objective,
+    keys: Sequence[str],
+    held_out: Holdout | None = None,
 ) -> list[Path]:
     """sweep.html and plots/objective_vs_<key>.png in the sweep directory; returns the files written.
     A sweep whose jobs all failed has nothing to chart."""
     if not jobs:
         return []
-    report = sweep_report(jobs, objective, keys, f"evalframe sweep {sweep_dir.name}")
+    report = sweep_report(jobs, objective, keys, f"evalframe sweep {sweep_dir.name}", held_out)
     return report.write(sweep_dir, SWEEP_REPORT)
+
+
+# ---------------------------------------------------------------- compare report
+
+
+def compare_report(comparisons: Sequence[Comparison]) -> Report:
+    """Each candidate against the baseline: the paired differences per scorer, the items that moved most."""
+    sections = []
+    for c in comparisons:
+        rows = [
+            [f"<td>{escape(row[0])}</td>", *(f'<td class="num">{escape(cell)}</td>' for cell in row[1:])]
+            for row in c.rows()
+        ]
+        sections.append(
+            f"<h2>{escape(c.title())}</h2><p>{escape(c.counts())}</p>" + _table(COMPARE_COLUMNS, rows)
+        )
+        for s in c.scorers:
+            moved = [
+                [f"<td>{escape(r[0])}</td>", f'<td class="text">{_text(r[1])}</td>']
+                + [f'<td class="num">{escape(cell)}</td>' for cell in r[2:5]]
+                + [f'<td class="text">{_text(cell)}</td>' for cell in r[5:]]
+                for r in s.moved_rows()
+            ]
+            if moved:
+                sections.append(
+                    f"<h3>{escape(s.scorer)}: the items that moved most</h3>" + _table(MOVED_COLUMNS, moved)
+                )
+    baseline = comparisons[0].baseline if comparisons else ""
+    meta = (
+        f"baseline run {escape(baseline)}; {len(comparisons)} candidate run(s); "
+        "differences are candidate − baseline"
+    )
+    return Report(_page("evalframe compare", meta, sections))
+
+
+def write_compare_report(directory: Path, comparisons: Sequence[Comparison]) -> list[Path]:
+    """compare.html in `directory`."""
+    return compare_report(comparisons).write(directory, COMPARE_REPORT)

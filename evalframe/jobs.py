@@ -10,8 +10,10 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from evalframe.intervals import Interval
 from evalframe.journal import MANIFEST
 from evalframe.results import Objective
+from evalframe.summary import fmt, fmt_interval
 
 OPTUNA_RESULTS = "optimization_results.yaml"  # written into the sweep directory by the Optuna sweeper
 
@@ -24,6 +26,7 @@ class Job:
     objective: float  # NaN when the job finished without one (or did not finish)
     metric: str | None = None  # what `objective` measures, as the job recorded it
     direction: str = "maximize"
+    interval: tuple[float, float] = (math.nan, math.nan)  # the objective's 95% interval, when it has one
 
 
 @dataclass
@@ -33,12 +36,72 @@ class Best:
     job: Job | None
 
 
+@dataclass
+class Holdout:
+    """The held-out rows scored with the best job's settings and with the defaults (tune.holdout)."""
+
+    objective: Objective
+    rows: int
+    best: float
+    default: float
+    interval: Interval  # of best − default, resampling the held-out items
+
+    @property
+    def difference(self) -> float:
+        return self.best - self.default
+
+    @property
+    def outcome(self) -> str:
+        """better, worse or unclear: where the interval of the gain (in the objective's direction) lies."""
+        sign = 1 if self.objective.direction == "maximize" else -1
+        low, high = sorted((sign * self.interval.low, sign * self.interval.high))
+        if not self.interval.known:
+            return "unclear"
+        return "better" if low > 0 else "worse" if high < 0 else "unclear"
+
+    @property
+    def verdict(self) -> str:
+        return {
+            "better": "the tuned settings beat the defaults on the held-out rows",
+            "worse": "the tuned settings are worse than the defaults on the held-out rows",
+        }.get(
+            self.outcome,
+            "the tuned settings do not clearly beat the defaults on the held-out rows (the interval holds 0)",
+        )
+
+    def lines(self) -> list[str]:
+        return [
+            f"held-out rows: {self.rows}; {self.objective.metric} ({self.objective.direction})",
+            f"  best settings     {fmt(self.best)}",
+            f"  default settings  {fmt(self.default)}",
+            f"  difference        {fmt(self.difference, signed=True)} "
+            f"95% CI {fmt_interval(self.interval, self.rows)}",
+            self.verdict,
+        ]
+
+    def metrics(self) -> dict[str, float]:
+        """What the sweep's parent run logs (NaN left out)."""
+        metric = self.objective.metric
+        found = {
+            f"holdout/best/{metric}": self.best,
+            f"holdout/default/{metric}": self.default,
+            "holdout/difference": self.difference,
+            "holdout/difference_ci_low": self.interval.low,
+            "holdout/difference_ci_high": self.interval.high,
+            "holdout/rows": float(self.rows),
+        }
+        return {k: v for k, v in found.items() if not math.isnan(v)}
+
+
 def read_jobs(sweep_dir: Path) -> list[Job]:
     jobs = []
     for manifest in Path(sweep_dir).glob(f"*/{MANIFEST}"):
         data = json.loads(manifest.read_text())
         recorded = data.get("objective") or {}
         value = recorded.get("value")
+        low, high = (
+            math.nan if v is None else float(v) for v in (recorded.get("ci_low"), recorded.get("ci_high"))
+        )
         overrides = dict(o.split("=", 1) for o in data.get("overrides", []) if "=" in o)
         jobs.append(
             Job(
@@ -48,9 +111,28 @@ def read_jobs(sweep_dir: Path) -> list[Job]:
                 math.nan if value is None else float(value),
                 recorded.get("metric"),
                 recorded.get("direction") or "maximize",
+                (low, high),
             )
         )
     return sorted(jobs, key=lambda j: (len(j.name), j.name))  # 0, 1, ..., 10 in launch order
+
+
+def like_the_best(jobs: list[Job], objective: Objective) -> dict[str, str]:
+    """ "best" for the best job, "≈ best" for the jobs whose objective cannot be told apart from it:
+    their 95% intervals overlap. A rule of thumb that errs on the side of "the same": two jobs whose
+    intervals overlap may still differ item by item, which `compare` tests."""
+    ranked = sorted(jobs, key=lambda j: objective.rank(j.objective))
+    if not ranked or math.isnan(ranked[0].objective):
+        return {}
+    top, (low, high) = ranked[0], ranked[0].interval
+    alike = [
+        j.name
+        for j in ranked[1:]
+        if not math.isnan(low + high + j.interval[0] + j.interval[1])
+        and j.interval[0] <= high
+        and low <= j.interval[1]
+    ]
+    return {top.name: "best", **dict.fromkeys(alike, "≈ best")}
 
 
 def swept_keys(jobs: list[Job], configured: list[str]) -> list[str]:

@@ -8,10 +8,11 @@ the dataset before any model call, so a typo does not cost a sweep.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from evalframe.agreement import METRICS as _AGREEMENT
+from evalframe.agreement import agreement
 from evalframe.errors import ConfigError
 from evalframe.results import Objective, ScorerSummary
 
@@ -69,14 +70,33 @@ def from_json(recorded: Mapping[str, Any] | None) -> Objective | None:
     """An objective as run.json records it."""
     if not recorded or not recorded.get("metric"):
         return None
-    value = recorded.get("value")
+    low, value, high = (
+        math.nan if v is None else float(v) for v in map(recorded.get, ("ci_low", "value", "ci_high"))
+    )
     return Objective(
-        str(recorded["metric"]),
-        str(recorded.get("direction") or "maximize"),
-        math.nan if value is None else float(value),
+        str(recorded["metric"]), str(recorded.get("direction") or "maximize"), value, (low, high)
     )
 
 
 def measure(objective: Objective, metrics: Mapping[str, float]) -> Objective:
     """The objective's value in a finished run (NaN when the run has no such metric, e.g. no scores)."""
-    return Objective(objective.metric, objective.direction, float(metrics.get(objective.metric, math.nan)))
+    found = [float(metrics.get(f"{objective.metric}{end}", math.nan)) for end in ("", "_ci_low", "_ci_high")]
+    return Objective(objective.metric, objective.direction, found[0], (found[1], found[2]))
+
+
+def item_statistic(
+    metric: str, config: Mapping[str, Any]
+) -> Callable[[Sequence[float], Sequence[float]], float] | None:
+    """The metric as a function of its scorer's item scores and the human scores, for intervals that
+    resample items: a scorer's mean or agreement metric; None for the others (std, cost, ...)."""
+    _, _, statistic = metric.partition("/")
+    if statistic == "mean":
+        return lambda scores, human: ScorerSummary.of_scores(scores, 0.0).mean
+    key = statistic.removeprefix("agreement/")
+    if key == statistic or key == "n":
+        return None
+    human_range = (config.get("dataset") or {}).get("human_range") or (0, 1)
+    threshold = float(config.get("agreement_threshold", 0.5))
+    return lambda scores, human: agreement(list(scores), list(human), human_range, threshold).get(
+        key, math.nan
+    )

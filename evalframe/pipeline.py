@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from evalframe import data, gate, html_report, redaction, report, tracking
+from evalframe import data, gate, html_report, intervals, redaction, report, tracking
 from evalframe import objective as objectives
 from evalframe import summary as summaries
 from evalframe.agreement import with_agreement
@@ -105,6 +105,8 @@ def plan(config: dict[str, Any], given: Given | None = None) -> Plan:
             )
 
     first = rows.validate(check, window_size(config))  # the whole file, one pass, before any call
+    if given.rows is None:  # (rows given as they are, the API's or a re-score's, are never split)
+        rows = data.tune_part(rows, config.get("tune") or {})
     for scorer in scorers.values():
         scorer.validate(first)
     inputs = hashlib.sha256(f"{rows.digest}\n{target.identity()}".encode()).hexdigest()[:16]
@@ -250,7 +252,8 @@ def evaluate(
 
 
 def aggregate(result: RunResult, config: Mapping[str, Any], objective: Objective) -> RunResult:
-    """What a finished run adds up to beyond its means: agreement with people, the objective."""
+    """What a finished run adds up to beyond its means: intervals, agreement with people, objective."""
+    intervals.with_intervals(result)
     with_agreement(result, config)
     result.objective = objectives.measure(objective, result.metrics())
     return result

@@ -9,15 +9,18 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from evalframe.comparison import COLUMNS as COMPARE_COLUMNS
+from evalframe.comparison import Comparison
 from evalframe.gate import Check
-from evalframe.jobs import Best, Job
+from evalframe.jobs import Best, Holdout, Job, like_the_best
 from evalframe.results import SHOWN_UNSCORED, Objective, Stats
-from evalframe.summary import AGREEMENT, COLUMNS, Summary, fmt
+from evalframe.summary import AGREEMENT, COLUMNS, Summary, fmt, fmt_interval
 
 # Libraries whose INFO and WARNING lines (model loading, DB migrations, font caches, HTTP retries that
 # end well) hide our output; their errors still show, and hydra.verbose=true shows everything.
@@ -94,7 +97,11 @@ def table(title: str, columns: tuple[str, ...], rows: list[list[str]]) -> None:
 
 
 def summary(s: Summary, saved: Path) -> None:
-    rows = [[*row[:6], f"[red]{row[6]}[/red]" if row[6] != "0" else row[6], row[7]] for row in s.rows()]
+    column = COLUMNS.index("unscored")
+    rows = [
+        [f"[red]{c}[/red]" if i == column and c != "0" else c for i, c in enumerate(row)]
+        for row in s.rows()
+    ]
     console.print(_table(f"evalframe: {s.count} items", COLUMNS, rows))
     if s.agreement:
         console.print(_table("agreement with the human scores", ("scorer", *AGREEMENT), s.agreement_rows()))
@@ -162,14 +169,17 @@ def sweep(jobs: list[Job], swept: list[str], objective: Objective) -> None:
         return
     scorers = [s for s in dict.fromkeys(k for j in jobs for k in j.means) if f"{s}/mean" != objective.metric]
     title = f"sweep: {len(jobs)} jobs, best first by {objective.metric} ({objective.direction})"
-    table = Table(title=title)
-    for column in ("job", *swept, "objective", *(f"{s}/mean" for s in scorers)):
+    table = Table(title=title, caption="≈ best: its 95% interval overlaps the best job's")
+    for column in ("job", *swept, "objective", "95% CI", "", *(f"{s}/mean" for s in scorers)):
         table.add_column(column, justify="left" if column == "job" else "right")
+    marks = like_the_best(jobs, objective)
     for job in sorted(jobs, key=lambda j: objective.rank(j.objective)):
         table.add_row(
             job.name,
             *(escape(_short(job.overrides.get(k, ""))) for k in swept),
             fmt(job.objective),
+            fmt_interval(job.interval),
+            marks.get(job.name, ""),
             *(fmt(job.means.get(s, math.nan)) for s in scorers),
         )
     console.print(table)
@@ -184,6 +194,40 @@ def best(found: Best | None, objective: Objective) -> None:
     job = f", job {found.job.name}" if found.job else ""
     console.print(f"best: {values}", soft_wrap=True, markup=False, highlight=False)
     console.print(f"  {objective.metric} = {found.value:.4f} ({objective.direction}{job})")
+
+
+def _clip(text: str, width: int = 60) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def comparison(c: Comparison) -> None:
+    """The paired comparison of two runs per scorer, and the items that moved most."""
+    rows = [[escape(cell) for cell in row] for row in c.rows()]
+    for row in rows:
+        row[-1] = {"worse": "[red]worse[/red]", "better": "[green]better[/green]"}.get(row[-1], row[-1])
+    table = _table(c.title(), COMPARE_COLUMNS, rows)
+    table.box = box.SIMPLE  # eight columns: without vertical rules they fit a 120-column CI log
+    console.print(table)
+    console.print(c.counts(), markup=False, highlight=False)
+    for s in c.scorers:
+        if s.moved:  # a list, not a table: two reasons side by side do not fit a CI log's width
+            lines = [f"{s.scorer}: the items that moved most"]
+            for item, text, before, after, change, was, now in s.moved_rows():
+                lines += [
+                    f"  {item}  {before} -> {after} ({change})  {_clip(text)}",
+                    f"      baseline:  {_clip(was, 200)}",
+                    f"      candidate: {_clip(now, 200)}",
+                ]
+            console.print("\n".join(lines), markup=False, highlight=False, soft_wrap=True)
+
+
+def holdout(h: Holdout) -> None:
+    """Whether the tuned settings beat the defaults on the rows the sweep never saw."""
+    lines = h.lines()
+    console.print("\n".join(lines[:-1]), markup=False, highlight=False)
+    colour = {"better": "green", "worse": "red"}.get(h.outcome, "yellow")
+    console.print(f"[{colour}]{escape(lines[-1])}[/{colour}]")
 
 
 def where_to_look(uri: str, shown_uri: str, experiment_id: str, run_id: str, what: str = "View") -> None:

@@ -162,6 +162,7 @@ class Objective:
     metric: str
     direction: str = "maximize"
     value: float = math.nan
+    interval: tuple[float, float] = (math.nan, math.nan)  # its 95% interval, when the metric has one
 
     @property
     def worst(self) -> float:
@@ -182,8 +183,14 @@ class Objective:
 
     def to_json(self) -> dict[str, Any]:
         """As run.json records it (NaN as null: strict JSON)."""
-        value = None if math.isnan(self.value) else self.value
-        return {"metric": self.metric, "value": value, "direction": self.direction}
+        value, low, high = (None if math.isnan(v) else v for v in (self.value, *self.interval))
+        return {
+            "metric": self.metric,
+            "value": value,
+            "direction": self.direction,
+            "ci_low": low,
+            "ci_high": high,
+        }
 
     def rank(self, value: float | None) -> float:
         """Sort key, best first; a missing or NaN value sorts last."""
@@ -263,6 +270,8 @@ class RunResult:
     items: list[ItemResult]
     scorers: list[str]
     agreement: dict[str, dict[str, float]] = field(default_factory=dict)  # scorer -> metric -> value
+    # metric (`<scorer>/mean`, `<scorer>/agreement/spearman`) -> its 95% interval (low, high); NaN: none
+    intervals: dict[str, tuple[float, float]] = field(default_factory=dict)
     objective: Objective | None = None  # the number a sweep ranks by (objective.py); set once scored
     run_id: str | None = None  # the MLflow run it was logged to, if it was
     keep: int | None = None
@@ -341,6 +350,9 @@ class RunResult:
                 if not math.isnan(value):
                     out[f"{name}/agreement/{key}"] = value
         out.update(self._panel_metrics())
+        for metric, (low, high) in self.intervals.items():
+            if not (math.isnan(low) or math.isnan(high)):
+                out[f"{metric}_ci_low"], out[f"{metric}_ci_high"] = low, high
         usage = self.usage
         out["usage/prompt_tokens"] = float(usage.prompt_tokens)
         out["usage/completion_tokens"] = float(usage.completion_tokens)

@@ -13,7 +13,7 @@ from typing import Any
 from evalframe.agreement import METRICS as AGREEMENT
 from evalframe.results import RunResult, ScorerSummary, Stats, Unscored, Usage
 
-COLUMNS = ("scorer", "mean", "std", "min", "max", "scored", "unscored", "cost $")
+COLUMNS = ("scorer", "mean", "95% CI", "std", "min", "max", "scored", "unscored", "cost $")
 
 
 def fmt(value: Any, digits: int = 3, signed: bool = False) -> str:
@@ -25,6 +25,15 @@ def fmt(value: Any, digits: int = 3, signed: bool = False) -> str:
     return f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
 
 
+def fmt_interval(interval: tuple[float, float] | None, scored: int | None = None, digits: int = 3) -> str:
+    """A 95% interval as every rendering writes it; one scored item has none, and says so."""
+    if scored == 1:
+        return "none: 1 item"
+    if interval is None or any(math.isnan(v) for v in interval):
+        return "–"
+    return f"[{fmt(interval[0], digits)}, {fmt(interval[1], digits)}]"
+
+
 @dataclass(frozen=True)
 class Summary:
     count: int  # items in the run
@@ -33,6 +42,7 @@ class Summary:
     usage: Usage
     stats: Stats
     unscored: dict[str, list[Unscored]]  # scorer -> its first unscored items
+    intervals: dict[str, tuple[float, float]]  # metric -> its 95% interval (RunResult.intervals)
     panel: dict[str, float] = field(default_factory=dict)  # judges and repeats: RunResult._panel_metrics
     unstable: dict[str, list[tuple[str, float]]] = field(default_factory=dict)  # scorer -> (id, std)
 
@@ -51,6 +61,7 @@ class Summary:
             result.usage,
             result.stats,
             result.unscored,
+            result.intervals,
             panel,
             unstable,
         )
@@ -101,16 +112,37 @@ class Summary:
     def rows(self) -> list[list[str]]:
         """One row per scorer, cells as COLUMNS names them."""
         return [
-            [name, *(fmt(v) for v in (s.mean, s.std, s.min, s.max, s.scored, s.unscored)), f"{s.cost:.4f}"]
+            [
+                name,
+                fmt(s.mean),
+                fmt_interval(self.intervals.get(f"{name}/mean"), s.scored),
+                *(fmt(v) for v in (s.std, s.min, s.max, s.scored, s.unscored)),
+                f"{s.cost:.4f}",
+            ]
             for name, s in self.scorers.items()
         ]
 
+    def agreement_cells(self) -> dict[str, list[tuple[str, str]]]:
+        """Per scorer compared with people, (value, 95% interval) per metric of AGREEMENT (n has none)."""
+        cells = {}
+        for name, metrics in self.agreement.items():
+            n = int(metrics.get("n", 0))
+            cells[name] = [(fmt(n), "")] + [
+                (
+                    fmt(metrics.get(k, math.nan)),
+                    fmt_interval(self.intervals.get(f"{name}/agreement/{k}"), n, 2),
+                )
+                for k in AGREEMENT[1:]
+            ]
+        return cells
+
     def agreement_rows(self) -> list[list[str]]:
-        """One row per scorer compared with people, cells as ("scorer", *AGREEMENT)."""
-        return [
-            [name, *(fmt(metrics.get(k, math.nan), 0 if k == "n" else 3) for k in AGREEMENT)]
-            for name, metrics in self.agreement.items()
-        ]
+        """Two rows per scorer compared with people, cells as ("scorer", *AGREEMENT): the values, then
+        their intervals (below them, so the table stays as narrow as a CI log)."""
+        rows = []
+        for name, cells in self.agreement_cells().items():
+            rows += [[name, *(v for v, _ in cells)], ["  95% CI", *(ci for _, ci in cells)]]
+        return rows
 
     def totals(self) -> str:
         u = self.usage

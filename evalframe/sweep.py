@@ -133,7 +133,7 @@ class SweepCallback(Callback):
         _write_marker(sweep_dir, {**record, "host": socket.gethostname(), "pid": os.getpid()})
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        from evalframe import html_report, report, tracking
+        from evalframe import holdout, html_report, report, tracking
 
         global worst_exit_code
         sweep_dir = Path(config.hydra.sweep.dir)
@@ -146,12 +146,20 @@ class SweepCallback(Callback):
         best = best_of(sweep_dir, jobs, objective, swept)
         report.sweep(jobs, swept, objective)
         report.best(best, objective)
-        written = html_report.write_sweep_report(sweep_dir, jobs, objective, swept)
+        os.environ.pop(tracking.SWEPT, None)
+        held_out = holdout.check(config, sweep_dir, best, swept, objective)
+        if held_out is not None:
+            report.holdout(held_out)
+        written = html_report.write_sweep_report(sweep_dir, jobs, objective, swept, held_out)
         if written:  # written[0] is sweep.html, the plots follow
             report.console.print(f"sweep report: {written[0]}", soft_wrap=True, markup=False, highlight=False)
-        os.environ.pop(tracking.SWEPT, None)
         if (sweep_dir / SWEEP).is_file():
             _write_marker(sweep_dir, {**json.loads((sweep_dir / SWEEP).read_text()), "status": "finished"})
         tracking.end_parent(
-            str(OmegaConf.select(config, "tracking.uri")), best, objective, sweep_dir, written
+            str(OmegaConf.select(config, "tracking.uri")),
+            best,
+            objective,
+            sweep_dir,
+            written,
+            held_out.metrics() if held_out else {},
         )

@@ -19,6 +19,7 @@ from typing import Any
 
 from evalframe import html_report, report, summary
 from evalframe.cache import alive
+from evalframe.comparison import Comparison
 from evalframe.errors import EXIT_OK, EXIT_TRACKING, ConfigError
 from evalframe.jobs import Best
 from evalframe.redaction import REDACTED, redact, redact_overrides, scrub_text
@@ -259,7 +260,9 @@ def log_traces(result: RunResult, config: Mapping[str, Any], limit: int | None) 
     items = result.items if limit is None else result.items[: int(limit)]
     for item in items:
         with mlflow.start_span(name="evalframe.item", span_type="EVALUATOR") as span:
-            span.set_inputs({"input": item.input})
+            # The row's id first (a long input's preview is cut at its end): MLflow's "Evaluation runs"
+            # view pairs two runs' items by their request, and several rows may ask the same question.
+            span.set_inputs({"id": item.id, "input": item.input})
             span.set_outputs(item.output)
             with manager.get_trace(span.trace_id) as trace:
                 if trace is not None:
@@ -379,6 +382,52 @@ def fetch_run(uri: str, run_id: str, directory: Path, require_tag: str | None = 
     )
 
 
+def sweep_children(uri: str, run_id: str) -> list[str]:
+    """The child runs of a sweep's parent run, in launch order; [] for a run that is no sweep. An
+    unknown id or an unreachable store is a ConfigError."""
+    client = _client(uri)
+    run = _get_run(client, uri, run_id)
+    if run.data.tags.get("evalframe.sweep") != "true":
+        return []
+    children = client.search_runs(
+        [run.info.experiment_id],
+        filter_string=f"tags.`mlflow.parentRunId` = '{run_id}'",
+        order_by=["attributes.start_time ASC"],
+    )
+    return [child.info.run_id for child in children]
+
+
+def log_comparison(uri: str, experiment_id: str, comparison: Comparison, files: list[Path]) -> str:
+    """A comparison as a run of its own in the baseline's experiment, tagged with both run ids, its
+    figures as metrics and compare.html as an artifact. Returns its run id."""
+    import time
+
+    from mlflow.entities import Metric, RunTag
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(uri)
+    tags = {
+        "evalframe.compare.baseline": comparison.baseline,
+        "evalframe.compare.candidate": comparison.candidate,
+        "evalframe.compare.verdict": "worse" if comparison.worse else "not worse",
+        "mlflow.note.content": f"{comparison.title()}. {comparison.counts()}.",
+    }
+    run = client.create_run(
+        experiment_id, run_name=f"compare {comparison.candidate[:8]} vs {comparison.baseline[:8]}"
+    )
+    run_id = str(run.info.run_id)
+    now = int(time.time() * 1000)
+    client.log_batch(
+        run_id,
+        metrics=[Metric(k, v, now, 0) for k, v in comparison.metrics().items()],
+        tags=[RunTag(k, v) for k, v in tags.items()],
+    )
+    for path in files:
+        client.log_artifact(run_id, str(path))
+    client.set_terminated(run_id)
+    return run_id
+
+
 def unavailable(uri: str) -> str | None:
     """Why the store at `uri` cannot take a run, found within seconds; None when it can (or when it
     is no kind we can check). MLflow itself waits minutes on a server that accepts connections and
@@ -461,10 +510,17 @@ def reopen_parent(uri: str, run_id: str) -> bool:
     return True
 
 
-def end_parent(uri: str, best: Best | None, objective: Objective, base: Path, files: list[Path]) -> None:
+def end_parent(
+    uri: str,
+    best: Best | None,
+    objective: Objective,
+    base: Path,
+    files: list[Path],
+    extra: Mapping[str, float] | None = None,
+) -> None:
     """Close the sweep's parent run, if one is open: tagged with the best job's values and objective,
-    with the sweep's report, and say where it is. A tracking outage here must not fail a finished sweep:
-    its files are on disk."""
+    with the sweep's report and `extra` metrics (the held-out check's), and say where it is. A tracking
+    outage here must not fail a finished sweep: its files are on disk."""
     import time
 
     from mlflow.entities import Metric, RunTag
@@ -474,7 +530,7 @@ def end_parent(uri: str, best: Best | None, objective: Objective, base: Path, fi
     if not run_id:
         return
     tags = {"evalframe.sweep.objective": objective.metric, "evalframe.sweep.direction": objective.direction}
-    metrics = {}
+    metrics = dict(extra or {})
     if best is not None:
         tags["evalframe.sweep.best"] = " ".join(f"{k}={v}" for k, v in best.params.items())
         tags.update({f"evalframe.sweep.best.{k}": v for k, v in best.params.items()})

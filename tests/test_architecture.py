@@ -17,6 +17,7 @@ PACKAGE = Path(evalframe.__file__).parent
 LAYERS = [
     "paths errors redaction retry",
     "results",  # the nouns: Row's results, steps, scores, items, the run, its objective
+    "intervals",  # bootstrap intervals over items, paired differences
     "data agreement prompts cache local_embeddings",
     "llm",  # the model door: the only module importing litellm
     "context panel",
@@ -25,11 +26,12 @@ LAYERS = [
     "scorers.semantic_similarity",
     "scorers.ground_truth_similarity",
     "objective journal summary gate",
-    "jobs",
+    "jobs comparison",
     "report html_report",
     "tracking",  # the only module importing mlflow
     "pipeline config",
-    "rescore api sweep ui",
+    "holdout",
+    "rescore api sweep compare ui",
     "pytest_plugin __init__ __main__",
 ]
 

@@ -106,11 +106,18 @@ def test_write_run_report_writes_the_page_and_the_pngs(tmp_path: Path) -> None:
 
 
 def _job(
-    sweep: Path, name: str, overrides: list[str], value: float | None, direction: str = "maximize"
+    sweep: Path,
+    name: str,
+    overrides: list[str],
+    value: float | None,
+    direction: str = "maximize",
+    interval: tuple[float, float] | None = None,
 ) -> None:
     """A finished job's run.json, as the journal writes it."""
     (sweep / name).mkdir(parents=True)
     objective = {"metric": "answer_similarity/mean", "value": value, "direction": direction}
+    if interval:
+        objective.update(ci_low=interval[0], ci_high=interval[1])
     manifest = {"status": "finished", "overrides": overrides, "means": {"answer_similarity": value}}
     (sweep / name / "run.json").write_text(json.dumps({**manifest, "objective": objective}))
 
@@ -150,6 +157,31 @@ def test_the_sweep_report_ranks_by_the_objective_direction(tmp_path: Path) -> No
     html = (tmp_path / "sweep.html").read_text()
     assert "answer_similarity/mean (minimize)" in html
     assert re.findall(r"<tr><td>(\d)</td>", html) == ["1", "0"]  # lower is better
+
+
+def test_the_sweep_report_shows_each_jobs_interval_and_which_are_like_the_best(tmp_path: Path) -> None:
+    _job(tmp_path, "0", ["penalties.missing=0.05"], 0.70, interval=(0.60, 0.80))
+    _job(tmp_path, "1", ["penalties.missing=0.15"], 0.62, interval=(0.55, 0.69))  # overlaps the best's
+    _job(tmp_path, "2", ["penalties.missing=0.3"], 0.40, interval=(0.30, 0.50))  # clearly below
+    _job(tmp_path, "3", ["penalties.missing=0.6"], 0.20)  # no interval: never "like the best"
+    _sweep_report(tmp_path)
+    html = (tmp_path / "sweep.html").read_text()
+    rows = re.findall(r"<tr><td>(\d)</td>.*?</tr>", html)
+    assert rows == ["0", "1", "2", "3"]
+    cells = {
+        m[0]: m[1:]
+        for m in re.findall(
+            r'<tr><td>(\d)</td><td>[^<]*</td><td class="num">[^<]*</td>'
+            r'<td class="num">([^<]*)</td><td>([^<]*)</td>',
+            html,
+        )
+    }
+    assert cells == {
+        "0": ("[0.600, 0.800]", "best"),
+        "1": ("[0.550, 0.690]", "≈ best"),
+        "2": ("[0.300, 0.500]", ""),
+        "3": ("–", ""),
+    }
 
 
 def test_a_sweep_without_finished_jobs_writes_nothing(tmp_path: Path) -> None:
@@ -200,6 +232,31 @@ def test_log_run_logs_the_report_and_one_trace_per_item_with_assessments(tmp_pat
     unscored = {a.name: a for a in by_input["question 2"].info.assessments}["answer_similarity"]
     assert unscored.value is None and unscored.error is not None
     assert "judge reply invalid" in (unscored.error.error_message or "")
+
+
+def test_two_runs_of_the_sample_have_one_request_per_row_so_mlflow_pairs_every_row(tmp_path: Path) -> None:
+    """MLflow's "Evaluation runs" view pairs two runs' items by their request: the sample has three rows
+    asking the same question, which it paired with nothing (null) unless each request names its row."""
+    from mlflow.tracking import MlflowClient
+
+    from evalframe import evaluate
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    runs = [
+        evaluate(None, ["exact_match"], tracking=uri, output_dir=tmp_path / "a"),
+        evaluate(None, ["token_f1"], tracking=uri, output_dir=tmp_path / "b"),
+    ]
+    client = MlflowClient(uri)
+    requests = []
+    for run in runs:
+        experiment = client.get_run(str(run.run_id)).info.experiment_id
+        traces = client.search_traces(locations=[experiment], run_id=run.run_id, max_results=100)
+        previews = [t.info.request_preview for t in traces]
+        assert len(previews) == len(set(previews)) == 28  # one distinct request per row
+        requests.append({json.loads(p)["id"]: json.loads(p)["input"] for p in previews})
+    assert requests[0] == requests[1]  # each request is in both runs: every row pairs
+    questions = list(requests[0].values())
+    assert max(questions.count(q) for q in questions) >= 3  # the rows that share a question
 
 
 def test_a_run_without_mlflow_still_writes_its_report(

@@ -53,6 +53,7 @@ def test_a_failing_threshold_shows_the_report(pytester: pytest.Pytester) -> None
     # The failing test's report: the summary table, the worst items with reasons, where the rest is.
     section = out.split("evalframe run 1 of 1")[1].split("short test summary")[0]
     assert "exact_match  0.333" in section and "token_f1" in section
+    assert "95% CI" in section and "[0.000, 1.000]" in section  # 3 items: an interval as wide as can be
     assert section.index("## de") < section.index("## fr")  # worst first: "Bonn" for Berlin
     assert "**Output:** Bonn" in section and "- **exact_match** 0.00:" in section
     assert "results: " in section and "results.jsonl" in section

@@ -99,6 +99,9 @@ def test_the_grid_preset_runs_its_combinations_as_child_runs_ranked_by_the_objec
     values = [float(row[4]) for row in rows]
     assert values == sorted(values, reverse=True)
     assert rows[0][1:4] == ["0.05", "0.5", "0.05"]
+    # Each job's objective with its interval; the best marked, and the jobs it cannot be told from.
+    assert all(re.fullmatch(r"\[\d\.\d{3}, \d\.\d{3}\]", row[5]) for row in rows)
+    assert rows[0][6] == "best" and {row[6] for row in rows[1:]} <= {"≈ best", ""}
     assert best_line(result.stdout) == {
         "penalties.missing": "0.05",
         "penalties.contradiction": "0.5",
@@ -112,6 +115,9 @@ def test_the_grid_preset_runs_its_combinations_as_child_runs_ranked_by_the_objec
     assert manifest["objective"]["metric"] == "answer_similarity/mean"
     assert manifest["objective"]["direction"] == "maximize"
     assert manifest["objective"]["value"] == pytest.approx(manifest["means"]["answer_similarity"])
+    assert (
+        manifest["objective"]["ci_low"] <= manifest["objective"]["value"] <= manifest["objective"]["ci_high"]
+    )
 
 
 @slow
@@ -184,6 +190,27 @@ def test_optuna_tunes_the_penalties_to_human_scores_with_one_runs_judge_calls(
     optuna = OmegaConf.load(next(tmp_path.glob("multirun/*/*/optimization_results.yaml")))
     assert optuna.best_value == pytest.approx(best)
     assert {k: str(v) for k, v in optuna.best_params.items()} == printed
+    # tune.holdout: 0.3 (the preset's): the trials saw 28 of the 40 rows; the other 12 were scored at the
+    # end with the best and the default weights, inside the one run's judge calls counted above.
+    assert all(len(t.read_text().splitlines()) == 28 for t in trials)
+    held = next(tmp_path.glob("multirun/*/*/holdout/best/results.jsonl")).read_text().splitlines()
+    assert len(held) == 12 and not {json.loads(h)["id"] for h in held} & {
+        json.loads(line)["id"] for line in trials[0].read_text().splitlines()
+    }
+    assert "held-out rows: 12; answer_similarity/agreement/spearman (maximize)" in result.stdout
+    assert re.search(
+        r"the tuned settings (beat|are worse than|do not clearly beat) the defaults", result.stdout
+    )
+    metric = "answer_similarity/agreement/spearman"
+    for key in (f"holdout/best/{metric}", f"holdout/default/{metric}", "holdout/difference"):
+        assert key in parent.data.metrics
+    difference = parent.data.metrics["holdout/difference"]
+    low, high = (
+        parent.data.metrics["holdout/difference_ci_low"],
+        parent.data.metrics["holdout/difference_ci_high"],
+    )
+    assert low <= difference <= high
+    assert "Held-out rows" in next(tmp_path.glob("multirun/*/*/sweep.html")).read_text()
 
 
 @slow

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import json
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from evalframe.paths import SAMPLE_DATASET as SAMPLE
 from tests.conftest import fake_model, run_cli, sweep_runs
 from tests.mlflow_server import mlflow_server as mlflow_server_on
 from tests.system_packages import require
@@ -110,12 +112,12 @@ def test_a_sweep_as_a_person_sees_it_in_the_mlflow_ui(
     from selenium.webdriver.common.by import By
 
     # semantic_threshold changes the score of partly matching answers: the two runs disagree on items.
+    # The whole sample: three of its rows ask the same question, two others another one.
     result = run_cli(
         [
             "-m",
             "scorer=answer_similarity",
             *fake_model(judge_server),
-            "dataset.limit=4",
             "penalties.semantic_threshold=0.6,0.9",
             f"tracking.uri={mlflow_server}",
             "tracking.experiment=ui",
@@ -133,7 +135,7 @@ def test_a_sweep_as_a_person_sees_it_in_the_mlflow_ui(
     # The run's report is an artifact, with the items in it; the sweep's page is on the parent run.
     page = Path(client.download_artifacts(children[0].info.run_id, "report.html", str(tmp_path / "dl")))
     html = page.read_text()
-    assert "What is the capital of France?" in html and "<h2>Items (4)</h2>" in html
+    assert "What is the capital of France?" in html and "<h2>Items (28)</h2>" in html
     assert "sweep.html" in {a.path for a in client.list_artifacts(parent.info.run_id)}
     assert [a.path for a in client.list_artifacts(parent.info.run_id, "plots")] == [
         "plots/objective_vs_penalties.semantic_threshold.png"
@@ -156,23 +158,38 @@ def test_a_sweep_as_a_person_sees_it_in_the_mlflow_ui(
     # 2. Per item: "Evaluation runs", one run compared to another, one row per input with both scores.
     base = f"{mlflow_server}/#/experiments/{experiment_id}/evaluation-runs"
     browser.get(f"{base}?selectedRunUuid={ids[0]}&compareToRunUuid={ids[1]}")
-    _wait_for_text(
-        browser, "Comparing", "What is the capital of France?", "At what temperature does water boil"
-    )
+    _wait_for_text(browser, "Comparing", "28 of 28")
     browser.save_screenshot(str(ARTIFACTS / "evaluation_runs.png"))
+    # Every row is paired with the same row of the other run, also the rows that ask the same question
+    # (each trace's request names its row id): scrolled through, no input shows `null` for a side.
+    questions = {json.loads(line)["input"] for line in SAMPLE.read_text().splitlines()}
+    seen: set[str] = set()
+    for _ in range(60):
+        text = str(browser.find_element(By.TAG_NAME, "body").text)
+        assert "null" not in text, text[:3000]
+        seen |= {q for q in questions if q[:40] in text}
+        if seen == questions:
+            break
+        browser.execute_script(  # the table renders the rows in view: scroll its pane down
+            "document.querySelectorAll('*').forEach(e => {"
+            " if (e.scrollHeight > e.clientHeight + 20 && getComputedStyle(e).overflowY !== 'visible')"
+            " e.scrollTop += 250; })"
+        )
+        time.sleep(0.5)
+    assert seen == questions, questions - seen
 
     # 3. One input, the two runs' traces side by side: scores and reasons from the assessments.
     question = "At what temperature does water boil at sea level?"
     [trace] = [
         t
-        for t in client.search_traces(locations=[experiment_id], run_id=ids[0], max_results=10)
+        for t in client.search_traces(locations=[experiment_id], run_id=ids[0], max_results=100)
         if json.loads(t.info.request_preview)["input"] == question
     ]
     reasons = []
     for run_id in ids:
         [other] = [
             t
-            for t in client.search_traces(locations=[experiment_id], run_id=run_id, max_results=10)
+            for t in client.search_traces(locations=[experiment_id], run_id=run_id, max_results=100)
             if json.loads(t.info.request_preview)["input"] == question
         ]
         [feedback] = [a for a in other.info.assessments if a.name == "answer_similarity"]

@@ -1,0 +1,162 @@
+"""`python -m evalframe compare`: two real runs logged to MLflow (SQLite in tmp), compared item by item
+on constructed outputs whose answer is known."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from evalframe import compare, evaluate, tracking
+
+TRUTH = "alpha beta gamma delta"
+
+
+def _rows(output: str, ids: range = range(30)) -> list[dict[str, Any]]:
+    return [{"id": f"q{i}", "input": f"question {i}", "ground_truth": TRUTH, "output": output} for i in ids]
+
+
+def _run(tmp_path: Path, name: str, rows: list[dict[str, Any]]) -> str:
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    result = evaluate(
+        rows, ["token_f1", "exact_match"], tracking=uri, output_dir=tmp_path / name, run_name=name
+    )
+    assert result.run_id
+    return result.run_id
+
+
+@pytest.fixture
+def runs(tmp_path: Path) -> dict[str, str]:
+    """A weak baseline, a candidate better on every item (token F1 0.4 -> 0.67; one item only in each
+    run), and a run of other items."""
+    better = _rows("alpha beta", range(29)) + _rows("alpha beta", range(100, 101))
+    return {
+        "weak": _run(tmp_path, "weak", _rows("alpha")),
+        "better": _run(tmp_path, "better", better),
+        "elsewhere": _run(tmp_path, "elsewhere", _rows("alpha", range(200, 205))),
+    }
+
+
+def _compare(tmp_path: Path, baseline: str, candidate: str, *more: str) -> int:
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    args = [
+        f"baseline={baseline}",
+        f"candidate={candidate}",
+        f"tracking.uri={uri}",
+        f"output_dir={tmp_path}/cmp",
+    ]
+    return compare.main([*args, *more])
+
+
+def test_a_candidate_better_on_every_item_passes(
+    tmp_path: Path, runs: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _compare(tmp_path, runs["weak"], runs["better"]) == 0
+    out = capsys.readouterr().out
+    assert "29 items in both runs; left out: 1 only in the baseline, 1 only in the candidate" in out
+    row = next(line for line in out.splitlines() if "token_f1" in line and "better" in line)
+    assert "0.400" in row and "0.667" in row and "+0.267 [0.267, 0.267]" in row
+    assert " 29/0/0 " in row  # 29 improved, none worse or equal
+    assert re.search(r"exact_match .* 0/0/29 +unclear", out)  # 0 on every item in both runs
+    assert "token_f1: the items that moved most" in out
+    html = (tmp_path / "cmp" / "compare.html").read_text()
+    assert "+0.267" in html and "the items that moved most" in html and "question 0" in html
+    # Logged as a run of its own, tagged with both ids, with the figures as metrics.
+    client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+    [logged] = [
+        r
+        for r in client.search_runs([client.get_run(runs["weak"]).info.experiment_id])
+        if r.data.tags.get("evalframe.compare.candidate") == runs["better"]
+    ]
+    assert logged.data.tags["evalframe.compare.baseline"] == runs["weak"]
+    metrics = logged.data.metrics
+    assert metrics["token_f1/difference"] == pytest.approx(0.2667, abs=1e-3) and metrics["paired"] == 29
+    assert metrics["token_f1/difference_ci_low"] > 0 and metrics["token_f1/p_value"] < 0.001
+    assert metrics["token_f1/improved"] == 29 and metrics["only_candidate"] == 1
+    assert [a.path for a in client.list_artifacts(logged.info.run_id)] == ["compare.html"]
+
+
+def test_a_clearly_worse_candidate_fails_the_gate(
+    tmp_path: Path, runs: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _compare(tmp_path, runs["better"], runs["weak"]) == 1
+    out = capsys.readouterr().out
+    assert "worse" in out and "-0.267" in out and "significantly worse than the baseline (exit code 1)" in out
+    assert _compare(tmp_path, runs["weak"], runs["weak"]) == 0  # the same run: no difference
+
+
+def test_unknown_ids_and_nothing_in_common_are_usage_errors(
+    tmp_path: Path, runs: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _compare(tmp_path, runs["weak"], "0123456789abcdef") == 2
+    assert "candidate=0123456789abcdef: run_id=0123456789abcdef: no such run" in capsys.readouterr().err
+    assert _compare(tmp_path, "nope", runs["weak"]) == 2
+    assert "baseline=nope" in capsys.readouterr().err
+    assert _compare(tmp_path, runs["weak"], runs["elsewhere"]) == 2
+    assert "have no item id in common (30 and 5 items)" in capsys.readouterr().err
+    assert compare.main(["baseline=x"]) == 2 and "compare needs candidate=RUN_ID" in capsys.readouterr().err
+    assert compare.main(["baseline=x", "candidate=y", "colour=red"]) == 2
+    assert "cannot read 'colour=red'" in capsys.readouterr().err
+
+
+def test_a_sweep_candidate_compares_each_job(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    baseline = _run(tmp_path, "base", _rows("alpha beta"))
+    monkeypatch.delenv(tracking.PARENT_RUN, raising=False)
+    tracking.start_parent(uri, "evalframe", "sweep", [])
+    parent = __import__("os").environ[tracking.PARENT_RUN]
+    jobs = [_run(tmp_path, "same", _rows("alpha beta")), _run(tmp_path, "worse", _rows("alpha"))]
+    tracking.end_parent(uri, None, __import__("evalframe").results.Objective("token_f1/mean"), tmp_path, [])
+    assert _compare(tmp_path, baseline, parent) == 1  # one job is worse
+    captured = capsys.readouterr()
+    assert "comparing each of its 2 jobs" in captured.err
+    assert f"candidate {jobs[0]} against baseline {baseline}" in captured.out
+    assert f"candidate {jobs[1]} is significantly worse" in captured.out
+
+
+@pytest.mark.slow
+def test_the_readme_github_actions_step_runs_as_written(tmp_path: Path, judge_server: Any) -> None:
+    """The README's workflow step, its shell lines run by bash: evaluate, pick the run id from the
+    output, compare with the baseline run. The judge is the fake server instead of OpenAI."""
+    from tests.conftest import fake_model, run_cli
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    step = readme.split("- name: Compare with the baseline run", 1)[1].split("```", 1)[0]
+    script = step.split("run: |\n", 1)[1]
+    lines = [line.strip() for line in script.splitlines() if line.strip()]
+    assert lines[-1] == "python -m evalframe compare baseline=$BASELINE_RUN_ID candidate=$CANDIDATE"
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    model = " ".join(fake_model(judge_server))
+    overrides = ["scorer=answer_similarity", *fake_model(judge_server), "dataset.limit=6"]
+    first = run_cli([*overrides, f"tracking.uri={uri}"], tmp_path)
+    assert first.returncode == 0, first.stderr
+    baseline = re.search(r"MLflow run ([0-9a-f]{32})", first.stdout)
+    assert baseline
+    shell = (
+        "\n".join(lines)
+        .replace("${{ github.sha }}", "abc123")
+        .replace("model=gpt", f"{model} dataset.limit=6")
+    )
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", shell.replace("python ", f"{__import__('sys').executable} ")],
+        cwd=tmp_path,
+        env={**__import__("os").environ, "MLFLOW_TRACKING_URI": uri, "BASELINE_RUN_ID": baseline.group(1)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "6 items in both runs" in done.stdout and "answer_similarity" in done.stdout
+    # An unknown baseline through the command line: exit code 2 and one line, no traceback.
+    unknown = run_cli(
+        ["compare", "baseline=feedc0de", f"candidate={baseline.group(1)}", f"tracking.uri={uri}"], tmp_path
+    )
+    assert unknown.returncode == 2 and "Traceback" not in unknown.stderr
+    assert "baseline=feedc0de: run_id=feedc0de: no such run" in unknown.stderr

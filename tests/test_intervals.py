@@ -1,0 +1,108 @@
+"""Intervals on constructed scores with known answers: bootstrap intervals of a mean and of the
+agreement metrics, paired differences, and where they are shown (summary, API, MLflow metrics)."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+from evalframe import evaluate, html_report
+from evalframe.agreement import intervals as agreement_intervals
+from evalframe.intervals import mean_interval, paired
+from evalframe.results import ItemResult, RunResult, ScoreResult
+from evalframe.summary import Summary
+
+
+def test_the_interval_of_a_mean_is_about_two_standard_errors_wide() -> None:
+    # 400 items, half 0 and half 1: mean 0.5, standard error 0.025, so about [0.45, 0.55].
+    values = [float(i % 2) for i in range(400)]
+    low, high = mean_interval(values)
+    assert low == pytest.approx(0.451, abs=0.012) and high == pytest.approx(0.549, abs=0.012)
+    assert mean_interval(values) == (low, high)  # a fixed seed: the same scores, the same interval
+
+
+def test_small_samples_give_wide_intervals_and_one_item_none() -> None:
+    narrow = mean_interval([float(i % 2) for i in range(200)])
+    wide = mean_interval([0.0, 1.0, 1.0, 0.0])
+    assert wide.high - wide.low > 2 * (narrow.high - narrow.low)
+    assert mean_interval([0.0, 1.0]) == (0.0, 1.0)
+    assert mean_interval([0.7, 0.7, 0.7]) == pytest.approx((0.7, 0.7))  # constant scores: no spread, no crash
+    for none in ([0.3], [], [math.nan, 0.4, math.nan]):  # unscored items are left out
+        assert all(math.isnan(v) for v in mean_interval(none))
+
+
+def test_paired_differences_with_known_answers() -> None:
+    baseline = [0.1 * (i % 10) for i in range(40)]
+    better = paired(baseline, [b + 0.1 for b in baseline])  # better on every item
+    assert better.mean == pytest.approx(0.1) and better.interval.low > 0 and better.better
+    assert better.p_value < 0.01 and (better.improved, better.worsened, better.equal) == (40, 0, 0)
+    worse = paired(baseline, [b - 0.3 if i % 4 else b + 0.05 for i, b in enumerate(baseline)])
+    assert worse.worse and worse.interval.high < 0 and worse.p_value < 0.01
+    same = paired(baseline, baseline)
+    assert (same.mean, same.p_value, same.equal, same.worse, same.better) == (0.0, 1.0, 40, False, False)
+    noise = paired(baseline, [b + (0.05 if i % 2 else -0.05) for i, b in enumerate(baseline)])
+    assert noise.interval.low < 0 < noise.interval.high and noise.p_value > 0.5
+    # Pairs with an unscored side are left out; nothing in common is no difference, not a crash.
+    assert paired([0.5, math.nan, 0.2], [0.6, 0.9, math.nan]).n == 1
+    assert paired([math.nan], [0.5]).n == 0 and math.isnan(paired([math.nan], [0.5]).mean)
+
+
+def test_agreement_metrics_get_intervals() -> None:
+    human = [float(i % 3) for i in range(60)]
+    perfect = agreement_intervals([h / 2 for h in human], human, (0, 2))
+    assert perfect["spearman"] == pytest.approx((1.0, 1.0)) and perfect["mae"] == (0.0, 0.0)
+    noisy = agreement_intervals([(h + (i % 5) * 0.4) / 4 for i, h in enumerate(human)], human, (0, 2))
+    assert set(noisy) == {"spearman", "pearson", "kendall", "mae", "accuracy", "kappa"}
+    assert all(low <= high for low, high in noisy.values())
+    assert noisy["spearman"].low < noisy["spearman"].high < 1.0
+    for tiny in ([0.5], []):  # one or no pair: no interval, no crash
+        assert all(math.isnan(v) for ci in agreement_intervals(tiny, tiny).values() for v in ci)
+
+
+def _item(i: int, score: float, human: float | None = None) -> ItemResult:
+    return ItemResult(f"q{i}", "q", "a", "a", {"s": ScoreResult(score, "r")}, human=human)
+
+
+def test_the_summary_shows_each_interval_and_says_when_there_is_none() -> None:
+    from evalframe.pipeline import aggregate
+    from evalframe.results import Objective
+
+    result = RunResult([_item(i, i % 2, human=i % 2) for i in range(20)], ["s"])
+    aggregate(result, {"dataset": {"human_range": [0, 1]}}, Objective("s/mean"))
+    text = Summary.of(result).text()
+    low, high = result.intervals["s/mean"]
+    assert "95% CI" in text and f"[{low:.3f}, {high:.3f}]" in text and low < 0.5 < high
+    assert re.search(r"\n  95% CI +\[1.00, 1.00\]", text)  # spearman of a perfect scorer: its interval below
+    html = html_report.run_report(result, "run").html
+    assert (
+        "<th>95% CI</th>" in html and f"[{low:.3f}, {high:.3f}]" in html and "1.000<br>[1.00, 1.00]" in html
+    )
+    metrics = result.metrics()
+    assert (metrics["s/mean_ci_low"], metrics["s/mean_ci_high"]) == (low, high)
+    assert (
+        metrics["s/agreement/spearman_ci_low"] == pytest.approx(1.0) and "s/agreement/n_ci_low" not in metrics
+    )
+    one = aggregate(RunResult([_item(0, 0.5)], ["s"]), {}, Objective("s/mean"))
+    assert "none: 1 item" in Summary.of(one).text() and "s/mean_ci_low" not in one.metrics()
+
+
+def test_the_python_api_gives_intervals(tmp_path: Path) -> None:
+    rows = [{"id": str(i), "input": f"q{i}", "ground_truth": "Paris", "output": "Paris"} for i in range(9)]
+    rows += [{"id": "x", "input": "qx", "ground_truth": "Paris", "output": "Rome"}]
+    result = evaluate(
+        rows, ["exact_match"], output_dir=tmp_path / "run", tracking=f"sqlite:///{tmp_path}/m.db"
+    )
+    low, high = result.ci("exact_match")
+    assert low < 0.9 <= high == 1.0 and result.ci("exact_match/mean") == (low, high)
+    assert "95% CI" in str(result)
+    from mlflow.tracking import MlflowClient
+
+    logged = MlflowClient(f"sqlite:///{tmp_path}/m.db").get_run(str(result.run_id)).data.metrics
+    assert (logged["exact_match/mean_ci_low"], logged["exact_match/mean_ci_high"]) == (low, high)
+    with pytest.raises(KeyError, match="no interval for 'bleu'"):
+        result.ci("bleu")
+    alone = evaluate(rows[:1], ["exact_match"], output_dir=tmp_path / "one")
+    assert all(math.isnan(v) for v in alone.ci("exact_match")) and "none: 1 item" in str(alone)
