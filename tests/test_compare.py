@@ -136,7 +136,7 @@ def test_the_readme_github_actions_step_runs_as_written(tmp_path: Path, judge_se
     overrides = ["scorer=answer_similarity", *fake_model(judge_server), "dataset.limit=6"]
     first = run_cli([*overrides, f"tracking.uri={uri}"], tmp_path)
     assert first.returncode == 0, first.stderr
-    baseline = re.search(r"MLflow run ([0-9a-f]{32})", first.stdout)
+    baseline = re.search(r"/runs/([0-9a-f]{32})$", first.stdout, re.M)
     assert baseline
     shell = (
         "\n".join(lines)

@@ -40,6 +40,7 @@ NOT_RUN = {
     "source ": "activates the venv in the reader's shell",
     "pip install": "installs from PyPI (no internet here); make setup installs pyproject.toml's extras",
     "mlflow server": "needs PostgreSQL and S3; tests/test_postgres.py runs this server on a real PostgreSQL",
+    "CANDIDATE=": "reads the run id the line above printed; tests/test_compare.py runs the step in bash",
 }
 # evalframe commands composed but not run here, and where they are run instead.
 COMPOSED_ONLY = {
@@ -49,6 +50,7 @@ COMPOSED_ONLY = {
     "--cfg": "prints the composed config",
     "target=http": "needs your service (tests/test_targets.py runs the HTTP target against a local one)",
 }
+COMPARE = "compares two logged runs by id (tests/test_compare.py runs it, and the CI step, on real runs)"
 
 
 @dataclass
@@ -89,11 +91,14 @@ def shell_lines() -> list[tuple[Block, str]]:
             found += [(block, line) for line in logical_lines(block.body)]
         elif block.lang == "yaml" and "# @package" not in block.body:
             steps = yaml.safe_load(block.body)
-            found += [(block, line) for step in steps for line in logical_lines(step["run"])]
+            # GitHub puts in its ${{ expressions }} before the shell sees the line.
+            runs = [re.sub(r"\$\{\{[^}]*\}\}", "ci", step["run"]) for step in steps]
+            found += [(block, line) for run in runs for line in logical_lines(run)]
     return found
 
 
 def evalframe_args(line: str) -> list[str] | None:
+    line = line.split(" | ", 1)[0]  # `... | tee eval.log`: the command is what is left of the pipe
     for prefix in ("python -m evalframe", "evalframe"):
         if line == prefix or line.startswith(prefix + " "):
             return shlex.split(line.removeprefix(prefix))
@@ -241,6 +246,11 @@ def _provider_env(server: FakeLLMServer) -> dict[str, str]:
 def _run_command(block: Block, line: str, workdir: Path, scripted: ScriptedModel) -> None:
     args = evalframe_args(line)
     assert args is not None
+    if args[:1] == ["compare"]:  # no config: its own key=value arguments, checked as it reads them
+        from evalframe.compare import _arguments
+
+        assert _arguments(args[1:]), COMPARE
+        return
     overrides = _one_job(args, workdir)
     skipped = [why for key, why in COMPOSED_ONLY.items() if key in args or key in overrides]
     if "rescore" in args:  # the logged run's command line comes first: it chose the scorers named
