@@ -171,6 +171,9 @@ def test_a_panel_keeps_each_judges_verdict_and_aggregates_them(
     again = RunResult(items=read_items(path), scorers=["factuality"])
     from evalframe.agreement import with_agreement
 
+    from evalframe.intervals import with_intervals
+
+    with_intervals(again)
     with_agreement(again, {})
     assert again.metrics() == metrics
     assert [j.judge for j in again.items[2].scores["factuality"].judgments] == ["a", "b"]
