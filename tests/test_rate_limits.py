@@ -274,5 +274,48 @@ def test_a_parallel_sweeps_jobs_share_model_rpm(judge_server: FakeLLMServer, tmp
     for arrivals in by_job.values():
         arrivals.sort()
         assert len(arrivals) > 5
-        # n requests spaced by 60 / 120 s at least: 0.5 s per gap (never sooner, however loaded)
-        assert arrivals[-1] - arrivals[0] >= (len(arrivals) - 1) * 0.5 * 0.95
+        # Sent 60 / 120 = 0.5 s apart, or later. A request reaches the server a little after it was
+        # let go (LiteLLM's own work first: most for a process's first request, which is left out),
+        # so one gap of slack; without the split the gaps are 0.125 s.
+        assert arrivals[-1] - arrivals[1] >= (len(arrivals) - 3) * 0.5
+
+
+def test_the_servers_rate_limit_mode_answers_429_with_the_headers_and_counts_early_returns() -> None:
+    import litellm
+
+    async def ask(base: str) -> Any:
+        try:
+            return await litellm.acompletion(
+                model="openai/gpt-4o-mini",
+                messages=[{"role": "user", "content": "hi"}],
+                api_base=base,
+                api_key="sk-x",
+                max_retries=0,
+            )
+        except litellm.RateLimitError as e:
+            return e
+
+    with FakeLLMServer(rate_limit=RateLimit(2, window=60)) as server:
+        answered = [asyncio.run(ask(server.openai_base)) for _ in range(2)]
+        refusals = [asyncio.run(ask(server.openai_base)) for _ in range(2)]  # the second one too soon
+        assert server.count() == 2 and server.rate_limited == 2 and server.early == 1
+    remaining = [r._hidden_params["additional_headers"]["x-ratelimit-remaining-requests"] for r in answered]
+    assert remaining == ["1", "0"]
+    headers = refusals[0].litellm_response_headers
+    assert int(headers["retry-after"]) >= 59 and int(headers["retry-after-ms"]) > 58_000
+    assert headers["x-ratelimit-limit-requests"] == "2" and headers["x-ratelimit-remaining-requests"] == "0"
+
+
+BUDGETS = [["concurrency=32", "model.rpm=2400"], ["model.rpm=500", "model.tpm=200000"]]
+
+
+@pytest.mark.parametrize("budget", BUDGETS)
+def test_the_readmes_budgets(scripted: ScriptedModel, tmp_path: Path, budget: list[str]) -> None:
+    """The README's commands (Rate limits), on the scripted judge and 4 rows."""
+    overrides = ["scorer=answer_similarity", *fake_model(scripted), "dataset.limit=4", "tracking=none"]
+    result, code = pipeline.evaluate(compose([*overrides, *budget]), tmp_path)
+    assert code == 0 and result.summaries["answer_similarity"].scored == 4
+    [limits] = result.stats.limits.values()
+    given = dict(o.split("=") for o in budget)
+    assert limits.rpm == float(given["model.rpm"])
+    assert limits.tpm == (float(given["model.tpm"]) if "model.tpm" in given else None)
