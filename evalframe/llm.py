@@ -256,7 +256,7 @@ class LLM:
         litellm = lib()
         transient = _transient_errors(litellm)
         limits = self.limits
-        deadline = time.monotonic() + self.settings.deadline()
+        first: list[float] = []  # when the request was first sent: its deadline counts from there
 
         async def attempt() -> Any:
             await limits.enter()
@@ -265,11 +265,13 @@ class LLM:
                     await limits.ready(tokens)
                     async with self.limiter:
                         if limits.take(tokens):  # else a cool-down began while waiting here: wait again
+                            first[:] = first or [time.monotonic()]
                             return await self._send(call, step, tokens)
             finally:
                 limits.leave()
 
         def rate_limited(e: BaseException) -> bool:
+            deadline = first[0] + self.settings.deadline()
             return isinstance(e, litellm.RateLimitError) and limits.cool_until <= deadline
 
         return await with_retries(attempt, budget, lambda e: isinstance(e, transient), rate_limited)

@@ -319,3 +319,13 @@ def test_the_readmes_budgets(scripted: ScriptedModel, tmp_path: Path, budget: li
     given = dict(o.split("=") for o in budget)
     assert limits.rpm == float(given["model.rpm"])
     assert limits.tpm == (float(given["model.tpm"]) if "model.tpm" in given else None)
+
+
+def test_the_progress_line_shows_429s_and_a_cut_limit() -> None:
+    from evalframe.report import rate_limits
+
+    stats = Stats()
+    stats.limits["openai/gpt-4o-mini"] = limits = ModelLimits(8)
+    assert rate_limits(stats) == ""
+    limits.refused(time.monotonic(), {"retry-after-ms": "0"})
+    assert rate_limits(stats) == "429s 1  in flight ≤ 4 of 8"
