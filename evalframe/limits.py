@@ -6,7 +6,9 @@ and scorer that asks it. Before each request it waits for:
 - a place among the requests in flight: an adaptive limit that starts at `concurrency`, is halved
   once per episode of 429s (a 429 to a request sent before the last cut is the same episode), and
   grows back by one for every `limit` answers, never above `concurrency` (TCP's AIMD, as inspect-ai
-  does per model);
+  does per model). Until the model's first request is back, it is the only one in flight: the
+  provider's first x-ratelimit-* headers come before the rest, and so does LiteLLM's first-call
+  set-up, which would otherwise hold requests let go one by one and send them in a burst;
 - the end of a cool-down: after a 429 no request goes to the model until its Retry-After (or
   retry-after-ms) has passed, or an exponential backoff when it names none;
 - the provider's own count: when its x-ratelimit-remaining-requests / -tokens headers say the window
@@ -148,6 +150,7 @@ class ModelLimits:
     _rpm: Bucket = field(init=False)
     _tpm: Bucket = field(init=False)
     _places: list[asyncio.Future[None]] = field(default_factory=list, init=False)
+    _warm: bool = field(default=False, init=False)  # a request to the model has come back
     _held: int = field(default=0, init=False)  # requests held back right now
     _held_since: float = field(default=0.0, init=False)
 
@@ -169,7 +172,7 @@ class ModelLimits:
 
     async def enter(self) -> None:
         """Wait for a place among the requests in flight."""
-        while self.in_flight >= self.current:
+        while self.in_flight >= (self.current if self._warm else 1):
             place = asyncio.get_running_loop().create_future()
             self._places.append(place)
             try:
@@ -181,6 +184,7 @@ class ModelLimits:
 
     def leave(self) -> None:
         self.in_flight -= 1
+        self._warm = True
         self._wake()
 
     def _wake(self) -> None:
