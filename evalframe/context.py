@@ -22,8 +22,14 @@ class Context:
     stats: Stats = field(default_factory=Stats)
     advance: Callable[[], None] = lambda: None
     _llms: dict[ModelSettings, LLM] = field(default_factory=dict)
+    # Where each model's adaptive in-flight limit starts and stops: the limiter's size, read before
+    # any request holds a place in it.
+    _concurrency: int = field(default=0, init=False)
+
+    def __post_init__(self) -> None:
+        self._concurrency = self.limiter._value
 
     def llm(self, settings: ModelSettings) -> LLM:
         if settings not in self._llms:
-            self._llms[settings] = LLM(settings, self.limiter, self.cache, self.stats)
+            self._llms[settings] = LLM(settings, self.limiter, self.cache, self.stats, self._concurrency)
         return self._llms[settings]

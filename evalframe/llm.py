@@ -25,6 +25,7 @@ from pydantic import BaseModel, ValidationError
 from evalframe.cache import Cache
 from evalframe.cache import key as cache_key
 from evalframe.errors import ConfigError
+from evalframe.limits import ModelLimits, parallel_jobs
 from evalframe.results import Message, Stats, StepResult, Usage
 from evalframe.retry import Budget, with_retries
 
@@ -64,9 +65,11 @@ class ModelSettings:
     temperature: float = 0.0
     max_tokens: int | None = None
     timeout: float = 60.0
-    max_retries: int = 3  # transport: rate limit, server error, timeout, dropped connection
+    max_retries: int = 3  # transport: server error, timeout, dropped connection (429s have their own)
     reply_retries: int = 2  # an invalid reply given back to the model with what is wrong with it
     extra: Mapping[str, Any] = field(default_factory=dict)
+    rpm: float | None = None  # requests per minute this client keeps under (a sweep's jobs share it)
+    tpm: float | None = None  # tokens per minute, likewise
 
     def __hash__(self) -> int:  # `extra` is a dict; settings key the per-model client cache
         return hash(json.dumps(asdict(self), sort_keys=True, default=str))
@@ -81,6 +84,11 @@ class ModelSettings:
             raise ConfigError(
                 "model.name is empty; set it to a LiteLLM model string, e.g. openai/gpt-4o-mini"
             )
+        for budget in ("rpm", "tpm"):
+            value = cfg.get(budget)
+            number = isinstance(value, int | float) and not isinstance(value, bool)
+            if value is not None and not (number and value > 0):
+                raise ConfigError(f"model.{budget}={value!r}: give a number above 0, or null for no budget")
         return cls(**{k: v for k, v in cfg.items() if v is not None or k in ("api_key_env", "api_base")})
 
     def api_key(self) -> str | None:
@@ -104,6 +112,19 @@ class ModelSettings:
                 f"(ANTHROPIC_API_KEY), {pick}gemini (GEMINI_API_KEY), {pick}ollama (local, no key), "
                 f"or an OpenAI-compatible server: {key}.api_base=http://HOST:PORT/v1"
             )
+
+    def deadline(self) -> float:
+        """Seconds a request may keep waiting out 429s (and trying again) from its first attempt."""
+        return self.timeout * (1 + self.max_retries)
+
+    def limits(self, concurrency: int) -> ModelLimits:
+        """This process's rate limits for the model: a parallel sweep's jobs split the budgets."""
+        share = parallel_jobs()
+        return ModelLimits(
+            concurrency,
+            rpm=self.rpm / share if self.rpm else None,
+            tpm=self.tpm / share if self.tpm else None,
+        )
 
     def call_kwargs(self) -> dict[str, Any]:
         kwargs: dict[str, Any] = {
@@ -133,7 +154,8 @@ def missing_keys(model: str) -> list[str]:
 
 
 class ModelRejected(ConfigError):
-    """The provider refused the request itself (bad key, unknown model): no point trying other items."""
+    """The provider refused the request itself (bad key, no permission, quota used up, unknown
+    model): no point trying other items."""
 
 
 def _transient_errors(litellm: Any) -> tuple[type[BaseException], ...]:
@@ -144,7 +166,33 @@ def _transient_errors(litellm: Any) -> tuple[type[BaseException], ...]:
         litellm.BadGatewayError,
         litellm.APIConnectionError,
         litellm.Timeout,
+        TimeoutError,  # our own deadline per request (asyncio.wait_for)
     )
+
+
+def _refusal(litellm: Any, error: BaseException) -> str | None:
+    """Why every request to this model would fail the same way, if it would: a refused key, no
+    permission (403, whatever class LiteLLM gives it), an exhausted quota (a 429 that no wait cures),
+    an unknown model."""
+    if isinstance(error, litellm.AuthenticationError | litellm.PermissionDeniedError | litellm.NotFoundError):
+        return type(error).__name__
+    if getattr(error, "status_code", None) == 403:
+        return "PermissionDeniedError (403)"
+    said = f"{error} {getattr(error, 'body', '')}".lower()
+    if isinstance(error, litellm.RateLimitError) and (
+        "insufficient_quota" in said or "exceeded your current quota" in said
+    ):
+        return "insufficient_quota: the account's quota is used up"
+    return None
+
+
+def _malformed(response: Any) -> str | None:
+    """What is wrong with a chat reply that has no message to read (`"choices": []`), if anything."""
+    try:
+        response.choices[0].message  # noqa: B018
+    except (AttributeError, IndexError, KeyError, TypeError):
+        return "malformed reply: no choices[0].message"
+    return None
 
 
 _FENCED_JSON = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
@@ -173,46 +221,95 @@ Validate = Callable[[str], dict[str, Any]]
 class LLM:
     """One model, sharing the run's concurrency limit, cache and stats with every other model."""
 
-    def __init__(self, settings: ModelSettings, limiter: asyncio.Semaphore, cache: Cache, stats: Stats):
+    def __init__(
+        self,
+        settings: ModelSettings,
+        limiter: asyncio.Semaphore,
+        cache: Cache,
+        stats: Stats,
+        concurrency: int | None = None,
+    ):
         self.settings = settings
         self.limiter = limiter
         self.cache = cache
         self.stats = stats
+        # One set of rate limits per model name in a run, whatever the other settings (temperature...).
+        if settings.name not in stats.limits:
+            stats.limits[settings.name] = settings.limits(concurrency or limiter._value)
+        self.limits = stats.limits[settings.name]
         # Identical requests within a run (the same ground truth extracted for several rows or scorers)
         # share one call, even while it is still in flight.
         self._shared: dict[str, asyncio.Future[StepResult]] = {}
 
     async def _request(
-        self, call: Callable[[], Awaitable[Any]], budget: Budget | int, step: StepResult | None = None
+        self,
+        call: Callable[[], Awaitable[Any]],
+        budget: Budget | int,
+        step: StepResult | None = None,
+        tokens: int = 0,
     ) -> Any:
-        """One request to the provider within the run's concurrency limit, retried on rate limits,
-        server errors and timeouts while the budget lasts. A refused key or an unknown model ends the
-        run (ModelRejected): every other item would be refused too."""
+        """One request to the provider within the run's concurrency limit and the model's rate limits
+        (limits.py), each attempt bounded by `model.timeout` in total. A 429 waits for the model's
+        cool-down and tries again until the request's deadline, without using the budget; server
+        errors and timeouts are retried while the budget lasts. A refused key, a missing permission,
+        an exhausted quota or an unknown model ends the run (ModelRejected): every other item would
+        be refused too. `tokens` is the request's estimated size, for model.tpm."""
         litellm = lib()
         transient = _transient_errors(litellm)
+        limits = self.limits
+        first: list[float] = []  # when the request was first sent: its deadline counts from there
 
         async def attempt() -> Any:
-            async with self.limiter:
-                started = time.perf_counter()
-                self.stats.calls += 1
-                if step is not None:
-                    step.attempts += 1
-                try:
-                    return await call()
-                except (
-                    litellm.AuthenticationError,
-                    litellm.PermissionDeniedError,
-                    litellm.NotFoundError,
-                ) as e:
-                    raise ModelRejected(
-                        f"the model {self.settings.name} rejected the request ({type(e).__name__}): "
-                        f"{str(e)[:300]}. Check its name and {self.settings.api_key_env or 'the API key'}"
-                    ) from None
-                finally:
-                    if step is not None:
-                        step.latency += time.perf_counter() - started
+            await limits.enter()
+            try:
+                while True:
+                    await limits.ready(tokens)
+                    async with self.limiter:
+                        if limits.take(tokens):  # else a cool-down began while waiting here: wait again
+                            first[:] = first or [time.monotonic()]
+                            return await self._send(call, step, tokens)
+            finally:
+                limits.leave()
 
-        return await with_retries(attempt, budget, lambda e: isinstance(e, transient))
+        def rate_limited(e: BaseException) -> bool:
+            deadline = first[0] + self.settings.deadline()
+            return isinstance(e, litellm.RateLimitError) and limits.cool_until <= deadline
+
+        return await with_retries(attempt, budget, lambda e: isinstance(e, transient), rate_limited)
+
+    async def _send(self, call: Callable[[], Awaitable[Any]], step: StepResult | None, tokens: int) -> Any:
+        """One attempt, on the wire: bounded by model.timeout from the first byte sent to the last
+        received (a reply trickling in forever is a timeout), its 429 or reply told to the limits."""
+        litellm = lib()
+        started = time.perf_counter()
+        sent = time.monotonic()
+        self.stats.calls += 1
+        if step is not None:
+            step.attempts += 1
+        try:
+            response = await asyncio.wait_for(call(), self.settings.timeout)
+        except TimeoutError:
+            limit = f"model.timeout={self.settings.timeout:g} s"
+            raise TimeoutError(f"no complete reply within {limit}") from None
+        except Exception as e:
+            refusal = _refusal(litellm, e)
+            if refusal:
+                raise ModelRejected(
+                    f"the model {self.settings.name} rejected the request ({refusal}): "
+                    f"{str(e)[:300]}. Check its name and {self.settings.api_key_env or 'the API key'}"
+                ) from None
+            if isinstance(e, litellm.RateLimitError):  # the headers, wherever this provider's path left them
+                headers = getattr(e, "litellm_response_headers", None)
+                self.limits.refused(sent, headers or getattr(getattr(e, "response", None), "headers", None))
+            raise
+        finally:
+            if step is not None:
+                step.latency += time.perf_counter() - started
+        usage = getattr(response, "usage", None)
+        used = (getattr(usage, "prompt_tokens", 0) or 0) + (getattr(usage, "completion_tokens", 0) or 0)
+        headers = (getattr(response, "_hidden_params", None) or {}).get("additional_headers")
+        self.limits.answered(headers, tokens, used)
+        return response
 
     async def _complete(
         self, messages: list[Message], step: StepResult, budget: Budget, **kwargs: Any
@@ -220,9 +317,19 @@ class LLM:
         """One completion (its attempts, latency, usage and cost on `step`)."""
         litellm = lib()
         call = lambda: litellm.acompletion(messages=messages, **self.settings.call_kwargs(), **kwargs)  # noqa: E731
-        response = await self._request(call, budget, step)
+        response = await self._request(call, budget, step, self._estimate(messages))
         self._account(step, response)
         return response
+
+    def _estimate(self, messages: list[Message]) -> int:
+        """A request's tokens before it is sent (prompt plus max_tokens), when model.tpm needs it."""
+        if not self.settings.tpm:
+            return 0
+        try:
+            prompt = int(lib().token_counter(model=self.settings.name, messages=messages))
+        except Exception:  # a model LiteLLM cannot count for: about four characters a token
+            prompt = sum(len(m.get("content") or "") for m in messages) // 4
+        return prompt + (self.settings.max_tokens or 0)
 
     def _account(self, step: StepResult, response: Any) -> None:
         usage = getattr(response, "usage", None)
@@ -341,6 +448,10 @@ class LLM:
                 except Exception as e:  # one failed call must not end the run: the item is unscored
                     step.error = f"{type(e).__name__}: {str(e)[:500]}"
                     return step
+                malformed = _malformed(response)
+                if malformed:  # nothing to correct: ask the same again, as a reply retry
+                    step.raw, step.error = None, f"{malformed} after {attempt + 1} attempt(s)"
+                    continue
                 step.raw = response.choices[0].message.content or ""
                 try:
                     step.reply, step.error = validate(step.raw), None
@@ -368,15 +479,22 @@ class LLM:
 
         async def ask() -> StepResult:
             step = StepResult(step=step_name, messages=messages)
-            try:
-                response = await self._complete(messages, step, Budget(self.settings.max_retries))
-            except ModelRejected:
-                raise
-            except Exception as e:  # one failed call must not end the run: the item gets no output
-                step.error = f"{type(e).__name__}: {str(e)[:500]}"
+            budget = Budget(self.settings.max_retries)
+            for attempt in range(self.settings.reply_retries + 1):
+                try:
+                    response = await self._complete(messages, step, budget)
+                except ModelRejected:
+                    raise
+                except Exception as e:  # one failed call must not end the run: the item gets no output
+                    step.error = f"{type(e).__name__}: {str(e)[:500]}"
+                    return step
+                malformed = _malformed(response)
+                if malformed:  # asked again, as an invalid structured reply is
+                    step.error = f"{malformed} after {attempt + 1} attempt(s)"
+                    continue
+                step.raw, step.error = response.choices[0].message.content or "", None
+                step.reply = {"text": step.raw}
                 return step
-            step.raw = response.choices[0].message.content or ""
-            step.reply = {"text": step.raw}
             return step
 
         return await self._once(step_name, messages, None, lambda raw: {"text": raw}, ask)

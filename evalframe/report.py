@@ -8,6 +8,7 @@ import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from rich import box
 from rich.console import Console
@@ -66,16 +67,28 @@ def progress(total: int, stats: Stats) -> Iterator[Callable[[], None]]:
         BarColumn(),
         MofNCompleteColumn(),
         TextColumn("calls {task.fields[calls]}  cache hits {task.fields[hits]}  ${task.fields[cost]:.4f}"),
+        TextColumn("[yellow]{task.fields[limits]}"),
         TimeElapsedColumn(),
     )
     with Progress(*columns, console=console, disable=not console.is_terminal, transient=False) as bar:
-        task = bar.add_task("scoring", total=total, calls=0, hits=0, cost=0.0)
+        task = bar.add_task("scoring", total=total, calls=0, hits=0, cost=0.0, limits="")
+
+        def fields() -> dict[str, Any]:
+            limits = rate_limits(stats)
+            return {"calls": stats.calls, "hits": stats.hits, "cost": stats.cost, "limits": limits}
 
         def advance() -> None:
-            bar.update(task, advance=1, calls=stats.calls, hits=stats.hits, cost=stats.cost)
+            bar.update(task, advance=1, **fields())
 
         yield advance
-        bar.update(task, calls=stats.calls, hits=stats.hits, cost=stats.cost)
+        bar.update(task, **fields())
+
+
+def rate_limits(stats: Stats) -> str:
+    """The progress line's word on rate limits: 429s met, in-flight limits cut below concurrency."""
+    said = [f"429s {stats.rate_limited}"] if stats.rate_limited else []
+    throttled = stats.throttled()
+    return "  ".join([*said, throttled] if throttled else said)
 
 
 def _table(title: str, columns: tuple[str, ...] | list[str], rows: list[list[str]]) -> Table:
@@ -99,8 +112,7 @@ def table(title: str, columns: tuple[str, ...], rows: list[list[str]]) -> None:
 def summary(s: Summary, saved: Path) -> None:
     column = COLUMNS.index("unscored")
     rows = [
-        [f"[red]{c}[/red]" if i == column and c != "0" else c for i, c in enumerate(row)]
-        for row in s.rows()
+        [f"[red]{c}[/red]" if i == column and c != "0" else c for i, c in enumerate(row)] for row in s.rows()
     ]
     console.print(_table(f"evalframe: {s.count} items", COLUMNS, rows))
     if s.agreement:

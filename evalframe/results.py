@@ -14,6 +14,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from evalframe.limits import ModelLimits
+
 Message = dict[str, str]  # one chat message: {"role": ..., "content": ...}
 RAW_REPLY_LIMIT = 20000  # characters of a raw reply stored (raw_reply_limit in conf/config.yaml)
 
@@ -25,6 +27,22 @@ class Stats:
     calls: int = 0  # requests sent to a model, retries included
     hits: int = 0  # replies taken from the cache or shared with an identical request in flight
     cost: float = 0.0
+    limits: dict[str, ModelLimits] = field(default_factory=dict)  # model name -> its rate limits
+
+    @property
+    def rate_limited(self) -> int:
+        """Requests answered 429 (rate limited) and sent again."""
+        return sum(m.rate_limited for m in self.limits.values())
+
+    @property
+    def rate_wait(self) -> float:
+        """Seconds requests to a model were held back by its cool-downs and budgets (per model)."""
+        return sum(m.waited for m in self.limits.values())
+
+    def throttled(self) -> str:
+        """The in-flight limits below the run's concurrency ("" when none is), for the progress line."""
+        low = [m for m in self.limits.values() if m.current < m.ceiling]
+        return ", ".join(f"in flight ≤ {m.current} of {m.ceiling}" for m in low)
 
 
 @dataclass
@@ -357,6 +375,8 @@ class RunResult:
         out["usage/prompt_tokens"] = float(usage.prompt_tokens)
         out["usage/completion_tokens"] = float(usage.completion_tokens)
         out["usage/cost"] = usage.cost
+        out["usage/rate_limited"] = float(self.stats.rate_limited)
+        out["usage/rate_limit_wait"] = self.stats.rate_wait
         return out
 
     def _panel_metrics(self) -> dict[str, float]:

@@ -15,6 +15,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
+from evalframe import limits
+
 T = TypeVar("T")
 
 
@@ -26,14 +28,10 @@ class Budget:
 
 
 def retry_after(error: BaseException) -> float | None:
-    """Seconds the server asked us to wait (Retry-After header), if it said."""
+    """Seconds the server asked us to wait (retry-after-ms or Retry-After header), if it said."""
     response = getattr(error, "response", None)
     headers = getattr(response, "headers", None) or getattr(error, "litellm_response_headers", None) or {}
-    value = headers.get("retry-after") if hasattr(headers, "get") else None
-    try:
-        return max(0.0, float(value)) if value is not None else None
-    except ValueError:
-        return None
+    return limits.retry_after(headers) if hasattr(headers, "get") else None
 
 
 def backoff(attempt: int, error: BaseException | None = None, base: float = 0.5, cap: float = 30.0) -> float:
@@ -45,16 +43,23 @@ def backoff(attempt: int, error: BaseException | None = None, base: float = 0.5,
 
 
 async def with_retries(
-    attempt: Callable[[], Awaitable[T]], budget: Budget | int, transient: Callable[[BaseException], bool]
+    attempt: Callable[[], Awaitable[T]],
+    budget: Budget | int,
+    transient: Callable[[BaseException], bool],
+    rate_limited: Callable[[BaseException], bool] = lambda e: False,
 ) -> T:
     """`attempt()` until it returns, retrying the failures `transient` accepts while `budget` lasts;
-    any other failure, or the last one, is raised."""
+    any other failure, or the last one, is raised. A failure `rate_limited` accepts (a 429 within the
+    request's deadline) is tried again at once without using the budget: the attempt itself waits
+    for the model's cool-down (limits.ModelLimits), with every other request to that model."""
     budget = budget if isinstance(budget, Budget) else Budget(budget)
     retried = 0
     while True:
         try:
             return await attempt()
         except Exception as e:
+            if rate_limited(e):
+                continue
             if budget.left <= 0 or not transient(e):
                 raise
             budget.left -= 1

@@ -146,9 +146,14 @@ class Summary:
 
     def totals(self) -> str:
         u = self.usage
+        limited = (
+            f"; rate limited: {self.stats.rate_limited} (429s), waited {self.stats.rate_wait:.1f} s"
+            if self.stats.rate_limited or self.stats.rate_wait
+            else ""
+        )
         return (
-            f"model calls: {self.stats.calls}, cache hits: {self.stats.hits}; tokens: {u.prompt_tokens} in, "
-            f"{u.completion_tokens} out; cost ${u.cost:.4f}"
+            f"model calls: {self.stats.calls}, cache hits: {self.stats.hits}{limited}; tokens: "
+            f"{u.prompt_tokens} in, {u.completion_tokens} out; cost ${u.cost:.4f}"
         )
 
     def text(self) -> str:

@@ -22,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 from evalframe.cache import alive
 from evalframe.errors import ConfigError
 from evalframe.jobs import best_of, objective_of, read_jobs, swept_keys
+from evalframe.limits import PARALLEL_JOBS
 from evalframe.redaction import redact_overrides
 
 EXIT_CODE = "exit_code"  # each job's exit code, in its directory
@@ -98,6 +99,32 @@ def sweep_keys(config: DictConfig) -> list[str]:
     return list(dict.fromkeys(keys))
 
 
+def parallel_jobs(config: DictConfig) -> int:
+    """How many of the sweep's jobs may run at once, so each takes its share of model.rpm/tpm: one
+    with Hydra's basic launcher; joblib's n_jobs (-1: every CPU) or Ray's all, at most the jobs the
+    sweep has (its grid, or an Optuna batch: hydra.sweeper.n_jobs)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    launcher = str(OmegaConf.select(config, "hydra.launcher._target_") or "")
+    if "joblib" in launcher:
+        n = int(OmegaConf.select(config, "hydra.launcher.n_jobs") or -1)
+        at_once = n if n > 0 else max(1, (os.cpu_count() or 1) + 1 + n)  # joblib's count for n < 0
+    elif "ray" in launcher:
+        at_once = sys.maxsize
+    else:
+        return 1
+    if "optuna" in str(OmegaConf.select(config, "hydra.sweeper._target_") or ""):
+        return max(1, min(at_once, int(OmegaConf.select(config, "hydra.sweeper.n_jobs") or 1)))
+    params = OmegaConf.select(config, "hydra.sweeper.params") or {}
+    given = [f"{k}={v}" for k, v in params.items()] + list(config.hydra.overrides.task)
+    swept = {o.get_key_element(): o for o in OverridesParser.create().parse_overrides(given)}
+    jobs = 1
+    for override in swept.values():  # a key given on the command line replaces the preset's
+        if override.is_sweep_override():
+            jobs *= len(list(override.sweep_iterator()))
+    return max(1, min(at_once, jobs))
+
+
 def record_exit_code(code: int) -> None:
     """Leave a sweep job's exit code in its directory: with hydra/launcher=joblib the job runs in a
     worker process, and the sweep's exit code (the worst job's) is decided in the main one."""
@@ -122,6 +149,7 @@ class SweepCallback(Callback):
         # own MLflow parent run; its jobs find what they finished in their directories.
         earlier = json.loads((sweep_dir / SWEEP).read_text()) if (sweep_dir / SWEEP).is_file() else {}
         parent = earlier.get("parent_run_id")
+        os.environ[PARALLEL_JOBS] = str(parallel_jobs(config))
         if OmegaConf.select(config, "tracking.enabled"):
             uri = str(OmegaConf.select(config, "tracking.uri"))
             experiment = str(OmegaConf.select(config, "tracking.experiment"))
@@ -155,6 +183,7 @@ class SweepCallback(Callback):
             report.console.print(f"sweep report: {written[0]}", soft_wrap=True, markup=False, highlight=False)
         if (sweep_dir / SWEEP).is_file():
             _write_marker(sweep_dir, {**json.loads((sweep_dir / SWEEP).read_text()), "status": "finished"})
+        os.environ.pop(PARALLEL_JOBS, None)
         tracking.end_parent(
             str(OmegaConf.select(config, "tracking.uri")),
             best,

@@ -165,6 +165,7 @@ def log_run(
             mlflow.set_tag("evalframe.items_shown", f"{len(result.items)} of {result.count}")
         mlflow.log_params(params(config))
         mlflow.log_metrics(metrics)
+        log_limits(result, run.info.run_id)
         mlflow.log_table(data=result.table(), artifact_file="items.json")
         mlflow.log_dict(safe, "config.yaml")
         limit = int(config.get("raw_reply_limit") or RAW_REPLY_LIMIT)
@@ -183,6 +184,26 @@ def log_run(
                     file=sys.stderr,
                 )
         return run.info.experiment_id, run.info.run_id
+
+
+def log_limits(result: RunResult, run_id: str) -> None:
+    """Each model's in-flight limit over the run as a metric with steps, `usage/in_flight_limit/<model>`
+    (step: milliseconds since the run's first request to it), in one batch."""
+    from mlflow.entities import Metric
+    from mlflow.tracking import MlflowClient
+
+    points = [
+        Metric(
+            "usage/in_flight_limit/" + re.sub(r"[^\w./ :-]", "_", name),
+            float(limit),
+            int((limits.begun + seconds) * 1000),
+            int(seconds * 1000),
+        )
+        for name, limits in result.stats.limits.items()
+        for seconds, limit in limits.history
+    ]
+    if points:
+        MlflowClient().log_batch(run_id, metrics=points)
 
 
 def log_report(result: RunResult, run_dir: Path, title: str) -> None:

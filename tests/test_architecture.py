@@ -15,6 +15,7 @@ PACKAGE = Path(evalframe.__file__).parent
 # line don't import each other). config -> rows -> target outputs -> scorer steps (render -> model ->
 # validate) -> scores -> results -> console / report / MLflow, then the ways in: API, sweeps, CLI.
 LAYERS = [
+    "limits",  # a model's rate limits: pure bookkeeping, used by the retry policy and the model door
     "paths errors redaction retry",
     "results",  # the nouns: Row's results, steps, scores, items, the run, its objective
     "intervals",  # bootstrap intervals over items, paired differences

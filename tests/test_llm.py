@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from tests.testserver import FakeLLMServer, FakeRequest, Fault
 
 
 def settings(server: FakeLLMServer, **extra: Any) -> ModelSettings:
-    return ModelSettings(name="openai/gpt-4o-mini", api_base=server.openai_base, timeout=5, **extra)
+    return ModelSettings(name="openai/gpt-4o-mini", api_base=server.openai_base, **{"timeout": 5, **extra})
 
 
 def ask(server: FakeLLMServer, **extra: Any) -> StepResult:
@@ -109,3 +110,63 @@ def test_a_step_sends_at_most_one_plus_its_transport_and_reply_retries() -> None
     with FakeLLMServer(responder=judge_that(lambda n: "not JSON")) as wrong:
         assert not ask(wrong, max_retries=3, reply_retries=2).ok
     assert len(sent) == 3  # the first try and 2 corrections
+
+
+def chat_reply(choices: list[Any]) -> str:
+    """An OpenAI chat completion's body, with the given choices."""
+    usage = {"prompt_tokens": 5, "completion_tokens": 5, "total_tokens": 10}
+    body = {"id": "c", "object": "chat.completion", "created": 1, "model": "m", "choices": choices}
+    return json.dumps({**body, "usage": usage})
+
+
+def test_a_reply_without_choices_is_an_invalid_reply_asked_again(tmp_path: Path) -> None:
+    """Issue 14.2: `"choices": []` crashed the run (IndexError). Now it is asked again like an invalid
+    reply; a judge that keeps sending it leaves its items unscored, and the run goes on."""
+    empty = Fault(status=200, body=chat_reply([]))
+    replies: Iterator[str | Fault] = iter([empty, json.dumps({"units": ["A"]})])
+    with FakeLLMServer(responder=lambda r: next(replies)) as server:
+        step = ask(server)
+    assert step.ok and step.attempts == 2 and step.reply == {"units": ["A"]}
+
+    def sometimes_empty(request: FakeRequest) -> str | dict[str, Any] | Fault:
+        text = " ".join(m["content"] for m in request.messages)
+        return empty if "Paris" in text else judge(request)
+
+    with FakeLLMServer(responder=sometimes_empty) as server:
+        config = compose(["scorer=answer_similarity", *fake_model(server), "tracking=none"])
+        result, _ = pipeline.evaluate(config, tmp_path)
+    unscored = [i for i in result.items if not i.scores["answer_similarity"].scored]
+    assert unscored and len(unscored) < result.count
+    error = unscored[0].scores["answer_similarity"].error
+    assert error is not None and "malformed reply: no choices[0].message after 3 attempt(s)" in error
+
+
+def test_the_timeout_is_a_deadline_for_the_whole_reply() -> None:
+    """Issue 14.10: model.timeout bounded each read, so a judge trickling its reply a byte at a time
+    kept a request busy for minutes. Here every byte comes within the timeout, the whole reply does
+    not: the request fails with a timeout (and is retried as one) instead of being waited out."""
+    trickled = Fault(status=200, body=chat_reply([{"message": {"role": "assistant", "content": "{}"}}]))
+    trickled.trickle = 0.05  # ~250 bytes: 12 s for the reply, 0.05 s for each read
+    with FakeLLMServer(responder=lambda r: trickled) as server:
+        step = ask(server, timeout=1, max_retries=1)
+        assert server.faults == 2  # the first try and one transport retry
+    assert not step.ok and step.attempts == 2
+    assert step.error == "TimeoutError: no complete reply within model.timeout=1 s"
+
+
+def test_no_permission_or_no_quota_stops_the_run_at_the_first_reply() -> None:
+    """Issue 14.12: a 403, or a 429 saying the quota is used up, is no transient failure: the run
+    stops (as on a 401) instead of retrying it on every item."""
+    from evalframe.llm import ModelRejected
+
+    quota = {"message": "You exceeded your current quota", "type": "insufficient_quota"}
+    no_quota = json.dumps({"error": {**quota, "code": "insufficient_quota"}})
+    for fault in (Fault(status=403), Fault(status=429, retry_after=0.01, body=no_quota)):
+        with FakeLLMServer(responder=functools.partial(lambda f, r: f, fault)) as server:
+            try:
+                ask(server, max_retries=3)
+            except ModelRejected as e:
+                assert "rejected the request" in str(e)
+            else:
+                raise AssertionError(f"a {fault.status} did not stop the run")
+            assert server.faults == 1

@@ -170,7 +170,6 @@ def test_a_panel_keeps_each_judges_verdict_and_aggregates_them(
     [path] = tmp_path.glob("out*/results.jsonl")
     again = RunResult(items=read_items(path), scorers=["factuality"])
     from evalframe.agreement import with_agreement
-
     from evalframe.intervals import with_intervals
 
     with_intervals(again)

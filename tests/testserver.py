@@ -29,7 +29,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -45,6 +45,7 @@ class FakeRequest:
     inputs: list[str]  # embeddings only
     body: dict
     headers: dict[str, str]  # keys lower-cased
+    arrived: float = field(default_factory=time.monotonic)  # when it reached the server
 
 
 @dataclass
@@ -55,6 +56,19 @@ class Fault:
     retry_after: float | None = None  # sent as Retry-After (seconds)
     delay: float = 0.0  # sleep before answering, to provoke client timeouts
     body: str | None = None  # raw body override; default is the protocol's native error JSON
+    headers: dict[str, str] | None = None  # sent as they are
+    trickle: float = 0.0  # answer 200 with a body sent one byte every `trickle` seconds instead
+
+
+@dataclass
+class RateLimit:
+    """A provider's rate limit: `requests` (and, if set, `tokens` of prompt) per fixed `window` of
+    seconds. Past it, a 429 with Retry-After (whole seconds), retry-after-ms and x-ratelimit-* headers
+    (every answer carries the x-ratelimit-* headers, as OpenAI's do). Rejected requests use no budget."""
+
+    requests: int
+    window: float = 1.0
+    tokens: int | None = None
 
 
 Responder = Callable[[FakeRequest], "str | dict | Fault"]
@@ -375,7 +389,9 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # quiet: the tests own the console
         pass
 
-    def send(self, status: int, payload: dict | str, headers: dict[str, str] | None = None) -> None:
+    def send(
+        self, status: int, payload: dict | str, headers: dict[str, str] | None = None, trickle: float = 0.0
+    ) -> None:
         data = (payload if isinstance(payload, str) else json.dumps(payload)).encode()
         try:
             self.send_response(status)
@@ -386,7 +402,12 @@ class _Handler(BaseHTTPRequestHandler):
             }.items():
                 self.send_header(k, v)
             self.end_headers()
-            self.wfile.write(data)
+            if not trickle:
+                self.wfile.write(data)
+            for i in range(len(data) if trickle else 0):  # a byte at a time: every read gets something
+                self.wfile.write(data[i : i + 1])
+                self.wfile.flush()
+                time.sleep(trickle)
         except OSError:  # the client gave up (timeout) and closed the socket
             self.close_connection = True
 
@@ -404,6 +425,9 @@ class _Handler(BaseHTTPRequestHandler):
                     "faults": owner.faults,
                     "by_schema": by_schema,
                     "followups": followups,
+                    "rate_limited": owner.rate_limited,
+                    "early": owner.early,
+                    "arrivals": owner.arrivals,
                 }
             return self.send(200, stats)
         self.send(404, _error_body("openai", 404, f"unknown path {self.path}"))
@@ -434,6 +458,9 @@ class RequestLog:
     def __init__(self) -> None:
         self.requests: list[FakeRequest] = []
         self.faults = 0
+        self.rate_limited = 0  # requests answered 429 by the rate limit (not by a Fault)
+        self.early = 0  # requests that came back before the Retry-After their last 429 gave them
+        self.arrivals: list[float] = []  # time.monotonic() of every request, in rate-limit mode
         self._lock = threading.Lock()
 
     def count(self, schema_name: str | None = None) -> int:
@@ -444,6 +471,8 @@ class RequestLog:
         with self._lock:
             self.requests.clear()
             self.faults = 0
+            self.rate_limited = self.early = 0
+            self.arrivals.clear()
 
 
 class FakeLLMServer(RequestLog):
@@ -455,13 +484,17 @@ class FakeLLMServer(RequestLog):
         error_statuses: tuple[int, ...] = (429, 500, 503),
         seed: int = 0,
         port: int = 0,
+        rate_limit: RateLimit | None = None,
     ):
         self.responder: Responder = responder or echo_schema_responder
         self.latency, self.error_rate, self.error_statuses = latency, error_rate, error_statuses
         self.seed, self.port = seed, port  # port=0: pick a free one
+        self.rate_limit = rate_limit
         super().__init__()
         self._rng = random.Random(seed)
         self._httpd: _HTTPServer | None = None
+        self._window = (time.monotonic(), 0, 0)  # rate-limit mode: (start, requests, tokens) of this window
+        self._not_before: dict[str, float] = {}  # request body hash -> when its 429 said to come back
 
     def start(self) -> FakeLLMServer:
         httpd = self._httpd = _HTTPServer(("127.0.0.1", self.port), _Handler)
@@ -500,6 +533,51 @@ class FakeLLMServer(RequestLog):
         super().reset()
         with self._lock:
             self._rng = random.Random(self.seed)  # same seed -> same fault sequence after a reset
+            self._window = (time.monotonic(), 0, 0)
+            self._not_before.clear()
+
+    def _limits(self, now: float) -> tuple[dict[str, str], float]:
+        """The x-ratelimit-* headers of the current window (lock held), and the seconds until it ends."""
+        assert self.rate_limit is not None
+        limit = self.rate_limit
+        start, used, tokens = self._window
+        if now >= start + limit.window:  # a new window (the fixed grid from the server's start)
+            start += limit.window * ((now - start) // limit.window)
+            used, tokens, self._window = 0, 0, (start, 0, 0)
+        reset = start + limit.window - now
+        headers = {
+            "x-ratelimit-limit-requests": str(limit.requests),
+            "x-ratelimit-remaining-requests": str(max(0, limit.requests - used)),
+            "x-ratelimit-reset-requests": f"{reset:.3f}s",
+        }
+        if limit.tokens is not None:
+            headers |= {
+                "x-ratelimit-limit-tokens": str(limit.tokens),
+                "x-ratelimit-remaining-tokens": str(max(0, limit.tokens - tokens)),
+                "x-ratelimit-reset-tokens": f"{reset:.3f}s",
+            }
+        return headers, reset
+
+    def _admit(self, req: FakeRequest, raw: bytes) -> dict[str, str] | None:
+        """Rate-limit mode: count the request in its window; None if within the limit, else the 429's
+        headers. A request whose identical body was told to wait and is back too soon counts as early."""
+        assert self.rate_limit is not None
+        now, key = time.monotonic(), hashlib.sha1(raw).hexdigest()
+        need = _tokens(" ".join(m["content"] for m in req.messages) + " ".join(req.inputs))
+        with self._lock:
+            self.arrivals.append(now)
+            if now < self._not_before.pop(key, 0.0):
+                self.early += 1
+            headers, reset = self._limits(now)
+            start, used, tokens = self._window
+            over_tokens = self.rate_limit.tokens is not None and tokens + need > self.rate_limit.tokens
+            if used < self.rate_limit.requests and not over_tokens:
+                self._window = (start, used + 1, tokens + need)
+                return None
+            self.rate_limited += 1
+            self._not_before[key] = now + math.ceil(reset * 1000) / 1000
+            wait = {"Retry-After": str(math.ceil(reset)), "retry-after-ms": str(math.ceil(reset * 1000))}
+            return {**headers, **wait}
 
     def _handle(self, h: _Handler) -> None:
         raw = h.rfile.read(int(h.headers.get("Content-Length") or 0))
@@ -513,6 +591,10 @@ class FakeLLMServer(RequestLog):
             return h.send(404, _error_body("openai", 404, f"unknown path {path}"))
         if body.get("stream") and req.protocol != "ollama":  # one JSON line is a valid ollama stream
             return h.send(400, _error_body(req.protocol, 400, "FakeLLMServer does not stream"))
+        if self.rate_limit is not None:
+            refused = self._admit(req, raw)
+            if refused is not None:  # at once, as providers do: a 429 costs no model time
+                return h.send(429, _error_body(req.protocol, 429, "Rate limit reached for requests"), refused)
         time.sleep(self.latency)  # per request; the threaded server lets concurrent sleeps overlap
         with self._lock:
             drawn = self._rng.random() < self.error_rate
@@ -535,12 +617,13 @@ class FakeLLMServer(RequestLog):
             if payload is None:
                 payload = json.dumps(_error_body(req.protocol, result.status, f"fake {result.status}"))
             headers = {} if result.retry_after is None else {"Retry-After": f"{result.retry_after:g}"}
-            return h.send(result.status, payload, headers)
+            return h.send(result.status, payload, {**headers, **(result.headers or {})}, result.trickle)
         if req.protocol != "embeddings":
             result = _chat_reply(req, result if isinstance(result, str) else json.dumps(result))
         with self._lock:
             self.requests.append(req)
-        h.send(200, result)
+            limits = self._limits(time.monotonic())[0] if self.rate_limit is not None else {}
+        h.send(200, result, limits)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -549,6 +632,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--latency", type=float, default=0.0, help="seconds slept per request")
     ap.add_argument("--error-rate", type=float, default=0.0, help="fraction answered 429/500/503")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--rate-limit", default=None, help="N/SECONDS: N requests per window of SECONDS, then 429 (e.g. 40/1)"
+    )
     ap.add_argument("--responder", default=None, help="module:function answering requests (default: echo)")
     ap.add_argument(
         "--constrained",
@@ -562,8 +648,17 @@ def main(argv: list[str] | None = None) -> None:
 
         module, _, name = args.responder.partition(":")
         responder = getattr(importlib.import_module(module), name)
+    limit = None
+    if args.rate_limit:
+        n, _, window = args.rate_limit.partition("/")
+        limit = RateLimit(int(n), float(window or 1))
     server = FakeLLMServer(
-        responder=responder, latency=args.latency, error_rate=args.error_rate, seed=args.seed, port=args.port
+        responder=responder,
+        latency=args.latency,
+        error_rate=args.error_rate,
+        seed=args.seed,
+        port=args.port,
+        rate_limit=limit,
     )
     print(f"fake LLM server at {server.start().base_url}  (OpenAI base: {server.openai_base})", flush=True)
     try:

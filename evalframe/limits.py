@@ -1,0 +1,271 @@
+"""How fast one process may send requests to one model: the provider's rate limit, kept per model.
+
+A model (its name and where it is served) gets one `ModelLimits` per run, shared by every step, item
+and scorer that asks it. Before each request it waits for:
+
+- a place among the requests in flight: an adaptive limit that starts at `concurrency`, is halved
+  once per episode of 429s (a 429 to a request sent before the last cut is the same episode), and
+  grows back by one for every `limit` answers, never above `concurrency` (TCP's AIMD, as inspect-ai
+  does per model). Until the model's first request is back, it is the only one in flight: the
+  provider's first x-ratelimit-* headers come before the rest, and so does LiteLLM's first-call
+  set-up, which would otherwise hold requests let go one by one and send them in a burst;
+- the end of a cool-down: after a 429 no request goes to the model until its Retry-After (or
+  retry-after-ms) has passed, or an exponential backoff when it names none;
+- the provider's own count: when its x-ratelimit-remaining-requests / -tokens headers say the window
+  is used up, requests wait for x-ratelimit-reset-* instead of being answered 429;
+- the budgets `model.rpm` / `model.tpm`, as token buckets that never burst (requests are spaced
+  evenly): a request's tokens are estimated before it is sent and corrected from the reply's usage.
+  The parallel jobs of a sweep split each budget evenly (`share`).
+
+Pure bookkeeping over time.monotonic() and asyncio: no provider, no litellm.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import random
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+# How many jobs of a sweep may run at once, set by the sweep (sweep.py) for its jobs: each gets that
+# share of model.rpm and model.tpm (joblib's workers and Ray's inherit the variable).
+PARALLEL_JOBS = "EVALFRAME_PARALLEL_JOBS"
+BACKOFF_CAP = 30.0  # seconds: the longest cool-down after a 429 that names no wait
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def duration(value: Any) -> float | None:
+    """Seconds in OpenAI's x-ratelimit-reset-* form ("20ms", "1.5s", "6m0s") or a bare number."""
+    text = str(value).strip()
+    try:
+        return max(0.0, float(text))
+    except ValueError:
+        pass
+    parts = _DURATION.findall(text)
+    return sum(float(n) * _UNITS[u] for n, u in parts) if parts else None
+
+
+def header(headers: Mapping[str, Any] | None, name: str) -> Any:
+    """A response header as the provider sent it, or as LiteLLM passes it on (`llm_provider-` prefix)."""
+    if not headers:
+        return None
+    value = headers.get(name)
+    return headers.get(f"llm_provider-{name}") if value is None else value
+
+
+def retry_after(headers: Mapping[str, Any] | None) -> float | None:
+    """Seconds a 429 asks to wait: retry-after-ms (precise) before Retry-After (whole seconds)."""
+    ms = header(headers, "retry-after-ms")
+    try:
+        if ms is not None:
+            return max(0.0, float(ms) / 1000)
+        seconds = header(headers, "retry-after")
+        return max(0.0, float(seconds)) if seconds is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def parallel_jobs() -> int:
+    """The jobs of this process's sweep that may run at once (1 outside a parallel sweep)."""
+    try:
+        return max(1, int(os.environ.get(PARALLEL_JOBS) or 1))
+    except ValueError:
+        return 1
+
+
+@dataclass
+class Window:
+    """What the provider's x-ratelimit-remaining-* / reset-* headers say is left of its window."""
+
+    left: float = math.inf
+    reset_at: float = 0.0
+
+    def observe(self, remaining: Any, reset: Any, now: float) -> None:
+        seconds = duration(reset) if reset is not None else None
+        if remaining is None or seconds is None:
+            return
+        try:
+            left = float(remaining)
+        except ValueError:
+            return
+        if now >= self.reset_at:  # the provider's next window: its count starts here
+            self.left, self.reset_at = left, now + seconds
+        else:  # replies cross in flight: the lowest count of this window is the truest
+            self.left = min(self.left, left)
+
+    def delay(self, need: float, now: float) -> float:
+        return self.reset_at - now if now < self.reset_at and self.left < max(need, 1) else 0.0
+
+    def take(self, need: float, now: float) -> None:
+        if now < self.reset_at:
+            self.left -= need
+
+
+@dataclass
+class Bucket:
+    """A budget per minute as a token bucket without burst (GCRA): requests are spaced so that no
+    minute, nor any part of one, holds more than its share."""
+
+    per_minute: float | None
+    ready_at: float = 0.0  # when the next request may go
+
+    def delay(self, now: float) -> float:
+        return max(0.0, self.ready_at - now) if self.per_minute else 0.0
+
+    def take(self, amount: float, now: float) -> None:
+        if self.per_minute:
+            self.ready_at = max(now, self.ready_at) + amount * 60.0 / self.per_minute
+
+    def correct(self, amount: float) -> None:
+        """The reply used `amount` more (or fewer) than estimated."""
+        if self.per_minute:
+            self.ready_at += amount * 60.0 / self.per_minute
+
+
+@dataclass
+class ModelLimits:
+    ceiling: int  # the run's concurrency
+    rpm: float | None = None  # this process's share of model.rpm / model.tpm
+    tpm: float | None = None
+    limit: int = field(init=False)  # the adaptive in-flight limit
+    in_flight: int = field(default=0, init=False)
+    rate_limited: int = field(default=0, init=False)  # 429s met
+    waited: float = field(default=0.0, init=False)  # seconds some request was held back
+    history: list[tuple[float, int]] = field(default_factory=list, init=False)  # (seconds in, limit)
+    begun: float = field(default_factory=time.time, init=False)  # wall clock at seconds 0
+    _started: float = field(default_factory=time.monotonic, init=False)
+    _cut_at: float = field(default=-math.inf, init=False)  # when the limit was last cut
+    _cool_until: float = field(default=0.0, init=False)
+    _streak: int = field(default=0, init=False)  # episodes of 429s since the last answer
+    _answers: int = field(default=0, init=False)  # answers since the limit last moved
+    _requests: Window = field(default_factory=Window, init=False)
+    _tokens: Window = field(default_factory=Window, init=False)
+    _rpm: Bucket = field(init=False)
+    _tpm: Bucket = field(init=False)
+    _places: list[asyncio.Future[None]] = field(default_factory=list, init=False)
+    _warm: bool = field(default=False, init=False)  # a request to the model has come back
+    _held: int = field(default=0, init=False)  # requests held back right now
+    _held_since: float = field(default=0.0, init=False)
+
+    def __post_init__(self) -> None:
+        self.ceiling = max(1, self.ceiling)
+        self.limit = self.ceiling
+        self._rpm, self._tpm = Bucket(self.rpm), Bucket(self.tpm)
+        self.history.append((0.0, self.ceiling))
+
+    @property
+    def cool_until(self) -> float:
+        """When the model takes requests again after its last 429 (time.monotonic())."""
+        return self._cool_until
+
+    @property
+    def current(self) -> int:
+        """The in-flight limit now."""
+        return self.limit
+
+    async def enter(self) -> None:
+        """Wait for a place among the requests in flight."""
+        while self.in_flight >= (self.current if self._warm else 1):
+            place = asyncio.get_running_loop().create_future()
+            self._places.append(place)
+            try:
+                await place
+            finally:
+                if place in self._places:
+                    self._places.remove(place)
+        self.in_flight += 1
+
+    def leave(self) -> None:
+        self.in_flight -= 1
+        self._warm = True
+        self._wake()
+
+    def _wake(self) -> None:
+        for _ in range(max(0, self.current - self.in_flight)):
+            while self._places:
+                place = self._places.pop(0)
+                if not place.done():
+                    place.set_result(None)
+                    break
+
+    def delay(self, tokens: float, now: float | None = None) -> float:
+        """Seconds until a request of `tokens` may be sent (0: now)."""
+        now = time.monotonic() if now is None else now
+        return max(
+            self._cool_until - now,
+            self._requests.delay(1, now),
+            self._tokens.delay(tokens, now),
+            self._rpm.delay(now),
+            self._tpm.delay(now),
+            0.0,
+        )
+
+    async def ready(self, tokens: float) -> None:
+        """Sleep until a request of `tokens` may be sent; the time counts as waiting on rate limits."""
+        while (wait := self.delay(tokens)) > 0:
+            if self._held == 0:
+                self._held_since = time.monotonic()
+            self._held += 1
+            try:
+                await asyncio.sleep(wait)
+            finally:
+                self._held -= 1
+                if self._held == 0:
+                    self.waited += time.monotonic() - self._held_since
+
+    def take(self, tokens: float) -> bool:
+        """Send now if nothing holds the request back (its budget is used), else False."""
+        now = time.monotonic()
+        if self.delay(tokens, now) > 0:
+            return False
+        self._requests.take(1, now)
+        self._tokens.take(tokens, now)
+        self._rpm.take(1, now)
+        self._tpm.take(tokens, now)
+        return True
+
+    def answered(self, headers: Mapping[str, Any] | None, estimated: float, used: float) -> None:
+        """A reply: grow the limit back slowly, read what the provider says is left, correct the
+        token budget by what the reply really used."""
+        self._streak = 0
+        self._answers += 1
+        if self.limit < self.ceiling and self._answers >= self.limit:
+            self._set(self.limit + 1)
+        self.observe(headers)
+        if used:
+            self._tpm.correct(used - estimated)
+
+    def observe(self, headers: Mapping[str, Any] | None) -> None:
+        now = time.monotonic()
+        for window, kind in ((self._requests, "requests"), (self._tokens, "tokens")):
+            remaining = header(headers, f"x-ratelimit-remaining-{kind}")
+            window.observe(remaining, header(headers, f"x-ratelimit-reset-{kind}"), now)
+
+    def refused(self, sent: float, headers: Mapping[str, Any] | None) -> float:
+        """A 429 to a request sent at `sent`: count it, cool the model down for as long as the
+        provider asks (or a backoff), and cut the limit unless this episode already did. Returns
+        the cool-down's end (time.monotonic())."""
+        now = time.monotonic()
+        self.rate_limited += 1
+        if sent >= self._cut_at:  # sent after the last cut: a new episode
+            self._cut_at = now
+            self._streak += 1
+            self._set(max(1, self.limit // 2))
+        self.observe(headers)
+        asked = retry_after(headers)
+        wait = asked if asked is not None else min(BACKOFF_CAP, 0.25 * 2**self._streak)
+        self._cool_until = max(self._cool_until, now + wait + random.uniform(0, 0.05))
+        return self._cool_until
+
+    def _set(self, limit: int) -> None:
+        if limit != self.limit:
+            self.limit, self._answers = limit, 0
+            self.history.append((time.monotonic() - self._started, limit))
+            self._wake()
