@@ -121,7 +121,15 @@ def _subcommand(argv: list[str], scratch: str) -> list[str]:
         raise SystemExit(e.exit_code) from None
 
 
+# What only prints or lists (Hydra answers them itself) and what needs no model: no litellm for them.
+_NO_MODEL = ("--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i", "--shell-completion", "-sc")
+
+
 def main() -> None:
+    if not any(a in _NO_MODEL or a.startswith(("--cfg=", "log_run=")) for a in sys.argv[1:]):
+        from evalframe import llm
+
+        llm.preload()  # while Hydra composes the config and the dataset is validated
     with tempfile.TemporaryDirectory(prefix="evalframe-") as scratch:  # a re-scored run's download
         sys.argv[1:] = _subcommand(sys.argv[1:], scratch)
         try:

@@ -109,3 +109,22 @@ def test_a_step_sends_at_most_one_plus_its_transport_and_reply_retries() -> None
     with FakeLLMServer(responder=judge_that(lambda n: "not JSON")) as wrong:
         assert not ask(wrong, max_retries=3, reply_retries=2).ok
     assert len(sent) == 3  # the first try and 2 corrections
+
+
+def test_preload_imports_litellm_on_a_thread_while_the_caller_goes_on() -> None:
+    import subprocess
+    import sys
+
+    code = """
+import gc, sys, threading
+from evalframe import llm
+llm.preload()
+assert not gc.isenabled()  # no GC passes over the import's objects
+assert [t for t in threading.enumerate() if t.name == "import-litellm"]
+litellm = llm.lib()  # waits for the thread's import
+assert litellm.drop_params and sys.modules["litellm"] is litellm
+assert gc.isenabled() and gc.get_freeze_count() > 0  # back on, litellm's objects frozen
+print("ok")
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.stdout.strip() == "ok", result.stderr

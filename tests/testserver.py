@@ -293,7 +293,12 @@ class _Handler(BaseHTTPRequestHandler):
                 by_schema: dict[str, int] = {}
                 for r in owner.requests:
                     by_schema[str(r.schema_name)] = by_schema.get(str(r.schema_name), 0) + 1
-                stats = {"requests": len(owner.requests), "faults": owner.faults, "by_schema": by_schema}
+                stats = {
+                    "requests": len(owner.requests),
+                    "faults": owner.faults,
+                    "by_schema": by_schema,
+                    "first": owner.first,  # wall clock of the first request's arrival (None: none yet)
+                }
             return self.send(200, stats)
         self.send(404, _error_body("openai", 404, f"unknown path {self.path}"))
 
@@ -323,6 +328,7 @@ class RequestLog:
     def __init__(self) -> None:
         self.requests: list[FakeRequest] = []
         self.faults = 0
+        self.first: float | None = None  # time.time() when the first request arrived
         self._lock = threading.Lock()
 
     def count(self, schema_name: str | None = None) -> int:
@@ -333,6 +339,7 @@ class RequestLog:
         with self._lock:
             self.requests.clear()
             self.faults = 0
+            self.first = None
 
 
 class FakeLLMServer(RequestLog):
@@ -391,6 +398,9 @@ class FakeLLMServer(RequestLog):
             self._rng = random.Random(self.seed)  # same seed -> same fault sequence after a reset
 
     def _handle(self, h: _Handler) -> None:
+        arrived = time.time()
+        with self._lock:
+            self.first = self.first or arrived
         raw = h.rfile.read(int(h.headers.get("Content-Length") or 0))
         path = h.path.split("?", 1)[0]
         try:
