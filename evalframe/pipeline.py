@@ -13,7 +13,7 @@ import sys
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from evalframe import data, gate, html_report, report, tracking
 from evalframe import objective as objectives
@@ -111,27 +111,112 @@ def window_size(config: Mapping[str, Any]) -> int:
     return int(config.get("window") or 2000)
 
 
+class _Room:
+    """Places for items in flight: `take(n)` waits until n are free, `give()` frees one (an item
+    journaled), `fail(e)` makes the waiting (and any later) `take` raise e. One taker: the loop that
+    reads the rows."""
+
+    def __init__(self, size: int):
+        self.free = size
+        self.error: BaseException | None = None
+        self._wanted: tuple[int, asyncio.Future[None]] | None = None
+
+    async def take(self, n: int) -> None:
+        if self.error is None and self.free < n:
+            freed = asyncio.get_running_loop().create_future()
+            self._wanted = (n, freed)
+            await freed
+        if self.error is not None:
+            raise self.error
+        self.free -= n
+
+    def give(self) -> None:
+        self.free += 1
+        if self._wanted and self.free >= self._wanted[0]:
+            self._wake()
+
+    def fail(self, error: BaseException) -> None:
+        self.error = self.error or error
+        self._wake()
+
+    def _wake(self) -> None:
+        if self._wanted and not self._wanted[1].done():
+            self._wanted[1].set_result(None)
+        self._wanted = None
+
+
+def flow(plan: Plan) -> tuple[int, int]:
+    """(rows started together, most items in flight). Rows start one by one, or in the chunks a
+    scorer or target works best with (embedding batches); about twice `concurrency` items are in
+    flight, so the limiter always has requests waiting while each item's steps follow one another
+    closely (the first items finish within a few latencies, not after every row's first step), and
+    never more than `window` (memory)."""
+    window = window_size(plan.config)
+    chunk = min(window, max([plan.target.chunk, *(s.chunk for s in plan.scorers.values())]))
+    concurrency = int(plan.config.get("concurrency", 8))
+    return chunk, min(window, max(2 * concurrency, 2 * chunk))
+
+
 async def execute(
     plan: Plan, ctx: Context, journal: Journal, done: list[ItemResult], keep: int | None = None
 ) -> RunResult:
-    """Score the rows window by window (`window` rows at a time): memory holds one window's rows and
-    items plus the run's aggregates, whatever the dataset's size. Items already done (resume) are
-    counted, not redone; `keep` caps the items the result holds (all are in results.jsonl)."""
+    """Score the rows as a continuous flow: a bounded number of items in flight (flow()), the next
+    rows starting as soon as items finish, never waiting for the slowest item of a window. Memory
+    holds the items in flight plus the run's aggregates, whatever the dataset's size. Items already
+    done (resume) are counted, not redone; `keep` caps the items the result holds (all are in
+    results.jsonl)."""
     finished = {item.id: item for item in done}
     result = RunResult(items=[], scorers=list(plan.scorers), keep=keep)
-    for rows in plan.rows.windows(window_size(plan.config)):
-        items = await _score_window(plan, ctx, journal, [row for row in rows if row.id not in finished])
-        for row in rows:
-            result.add(finished.pop(row.id) if row.id in finished else items[row.id])
+    chunk, most = flow(plan)
+    room = _Room(most)
+    tasks: set[asyncio.Task[None]] = set()
+    # Items finish in any order; the ones the result keeps are put back in the rows' order. Only the
+    # first `keep + most` rows can be among them (at most `most` items are in flight).
+    order: dict[str, int] = {}
+
+    def add(item: ItemResult) -> None:
+        result.add(item)
+        room.give()
+
+    def ended(task: asyncio.Task[None]) -> None:
+        tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            room.fail(cast(BaseException, task.exception()))  # a rejected key ends the run, as it did
+
+    async def start(rows: list[Row]) -> None:
+        await room.take(len(rows))
+        task = asyncio.ensure_future(_score_rows(plan, ctx, journal, rows, add))
+        tasks.add(task)
+        task.add_done_callback(ended)
+
+    try:
+        todo: list[Row] = []
+        for n, row in enumerate(plan.rows):
+            if keep is None or n < keep + most:
+                order[row.id] = n
+            if row.id in finished:
+                result.add(finished.pop(row.id))
+                continue
+            todo.append(row)
+            if len(todo) == chunk:
+                await start(todo)
+                todo = []
+        if todo:
+            await start(todo)
+        await asyncio.gather(*tasks)
+    finally:
+        for task in tasks:
+            task.cancel()
+    result.items.sort(key=lambda item: order.get(item.id, len(order)))
     return result
 
 
-async def _score_window(plan: Plan, ctx: Context, journal: Journal, todo: list[Row]) -> dict[str, ItemResult]:
-    """Produce the outputs of `todo`, score them with every scorer concurrently, and journal each
-    item the moment its last scorer returns its result."""
+async def _score_rows(
+    plan: Plan, ctx: Context, journal: Journal, todo: list[Row], add: Callable[[ItemResult], None]
+) -> None:
+    """Produce the outputs of `todo`, score them with every scorer concurrently, and journal (and
+    `add`) each item the moment its last scorer returns its result."""
     items: dict[str, ItemResult] = {}
-    if not todo:  # a window finished before a resume: nothing to ask anyone
-        return items
     waiting: dict[str, set[str]] = {}
 
     def record(scorer: str, row: Row, result: ScoreResult) -> None:
@@ -140,6 +225,7 @@ async def _score_window(plan: Plan, ctx: Context, journal: Journal, todo: list[R
         waiting[row.id].discard(scorer)
         if not waiting[row.id]:
             journal.append(item)
+            add(items.pop(row.id))
         ctx.advance()
 
     async def finish(scorer: str, row: Row, pending: Awaitable[ScoreResult]) -> None:
@@ -172,7 +258,6 @@ async def _score_window(plan: Plan, ctx: Context, journal: Journal, todo: list[R
             for (row, _), pending in zip(ready, scorer.score_each(ready, ctx), strict=True)
         )
     )
-    return items
 
 
 def run_async(coro: Coroutine[Any, Any, T]) -> T:

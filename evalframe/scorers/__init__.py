@@ -24,6 +24,9 @@ from evalframe.results import ScoreResult
 class Scorer(ABC):
     name: str = ""
     require_ground_truth: bool = True
+    # How many items it is best given at once (an embedding batch); the run starts rows in chunks
+    # of the largest of its scorers' and target's (one by one for judges, which score items apart).
+    chunk: int = 1
 
     def models(self) -> list[ModelSettings]:
         """Chat models this scorer calls (their credentials are checked before the run)."""
