@@ -296,6 +296,7 @@ def evaluate(
     )
     journal.start(config, len(p.rows), resume=resume_from is not None, overrides=overrides)
     todo = len(p.rows) - len(done)
+    html_report.preload()  # while the models answer: the report at the end then starts at once
     try:
         with report.progress(todo * (len(p.scorers) + p.target.reports_progress), ctx.stats) as advance:
             ctx.advance = advance
