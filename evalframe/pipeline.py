@@ -13,9 +13,9 @@ import sys
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
-from evalframe import data, gate, html_report, report, tracking
+from evalframe import data, flow, gate, html_report, report, tracking
 from evalframe import objective as objectives
 from evalframe.agreement import with_agreement
 from evalframe.cache import Cache
@@ -111,103 +111,20 @@ def window_size(config: Mapping[str, Any]) -> int:
     return int(config.get("window") or 2000)
 
 
-class _Room:
-    """Places for items in flight: `take(n)` waits until n are free, `give()` frees one (an item
-    journaled), `fail(e)` makes the waiting (and any later) `take` raise e. One taker: the loop that
-    reads the rows."""
-
-    def __init__(self, size: int):
-        self.free = size
-        self.error: BaseException | None = None
-        self._wanted: tuple[int, asyncio.Future[None]] | None = None
-
-    async def take(self, n: int) -> None:
-        if self.error is None and self.free < n:
-            freed = asyncio.get_running_loop().create_future()
-            self._wanted = (n, freed)
-            await freed
-        if self.error is not None:
-            raise self.error
-        self.free -= n
-
-    def give(self) -> None:
-        self.free += 1
-        if self._wanted and self.free >= self._wanted[0]:
-            self._wake()
-
-    def fail(self, error: BaseException) -> None:
-        self.error = self.error or error
-        self._wake()
-
-    def _wake(self) -> None:
-        if self._wanted and not self._wanted[1].done():
-            self._wanted[1].set_result(None)
-        self._wanted = None
-
-
-def flow(plan: Plan) -> tuple[int, int]:
-    """(rows started together, most items in flight). Rows start one by one, or in the chunks a
-    scorer or target works best with (embedding batches); about twice `concurrency` items are in
-    flight, so the limiter always has requests waiting while each item's steps follow one another
-    closely (the first items finish within a few latencies, not after every row's first step), and
-    never more than `window` (memory)."""
-    window = window_size(plan.config)
-    chunk = min(window, max([plan.target.chunk, *(s.chunk for s in plan.scorers.values())]))
-    concurrency = int(plan.config.get("concurrency", 8))
-    return chunk, min(window, max(2 * concurrency, 2 * chunk))
-
-
 async def execute(
     plan: Plan, ctx: Context, journal: Journal, done: list[ItemResult], keep: int | None = None
 ) -> RunResult:
-    """Score the rows as a continuous flow: a bounded number of items in flight (flow()), the next
-    rows starting as soon as items finish, never waiting for the slowest item of a window. Memory
-    holds the items in flight plus the run's aggregates, whatever the dataset's size. Items already
-    done (resume) are counted, not redone; `keep` caps the items the result holds (all are in
-    results.jsonl)."""
-    finished = {item.id: item for item in done}
+    """Score the rows as a continuous flow (evalframe.flow): a bounded number of items in flight, each
+    journaled as it finishes. Items already done (resume) are counted, not redone; `keep` caps the
+    items the result holds (all are in results.jsonl)."""
     result = RunResult(items=[], scorers=list(plan.scorers), keep=keep)
-    chunk, most = flow(plan)
-    room = _Room(most)
-    tasks: set[asyncio.Task[None]] = set()
-    # Items finish in any order; the ones the result keeps are put back in the rows' order. Only the
-    # first `keep + most` rows can be among them (at most `most` items are in flight).
-    order: dict[str, int] = {}
+    chunks = [plan.target.chunk, *(s.chunk for s in plan.scorers.values())]
+    sizes = flow.sizes(window_size(plan.config), int(plan.config.get("concurrency", 8)), chunks)
 
-    def add(item: ItemResult) -> None:
-        result.add(item)
-        room.give()
+    async def score(rows: list[Row], add: Callable[[ItemResult], None]) -> None:
+        await _score_rows(plan, ctx, journal, rows, add)
 
-    def ended(task: asyncio.Task[None]) -> None:
-        tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            room.fail(cast(BaseException, task.exception()))  # a rejected key ends the run, as it did
-
-    async def start(rows: list[Row]) -> None:
-        await room.take(len(rows))
-        task = asyncio.ensure_future(_score_rows(plan, ctx, journal, rows, add))
-        tasks.add(task)
-        task.add_done_callback(ended)
-
-    try:
-        todo: list[Row] = []
-        for n, row in enumerate(plan.rows):
-            if keep is None or n < keep + most:
-                order[row.id] = n
-            if row.id in finished:
-                result.add(finished.pop(row.id))
-                continue
-            todo.append(row)
-            if len(todo) == chunk:
-                await start(todo)
-                todo = []
-        if todo:
-            await start(todo)
-        await asyncio.gather(*tasks)
-    finally:
-        for task in tasks:
-            task.cancel()
-    result.items.sort(key=lambda item: order.get(item.id, len(order)))
+    await flow.run(plan.rows, score, result, {item.id: item for item in done}, *sizes)
     return result
 
 

@@ -24,7 +24,7 @@ LAYERS = [
     "scorers.reference scorers.answer_similarity scorers.answer_relevancy scorers.judge "
     "scorers.semantic_similarity",
     "scorers.ground_truth_similarity",
-    "objective journal summary gate",
+    "objective journal summary gate flow",
     "jobs",
     "report html_report",
     "tracking",  # the only module importing mlflow
