@@ -93,6 +93,8 @@ class ModelSettings:
     max_retries: int = 3  # transport: rate limit, server error, timeout, dropped connection
     reply_retries: int = 2  # an invalid reply given back to the model with what is wrong with it
     extra: Mapping[str, Any] = field(default_factory=dict)
+    batch: bool = False  # through the provider's batch API at half price (evalframe.batch)
+    batch_poll: float = 30.0  # seconds between two looks at a pending batch
 
     def __hash__(self) -> int:  # `extra` is a dict; settings key the per-model client cache
         return hash(json.dumps(asdict(self), sort_keys=True, default=str))
@@ -122,6 +124,12 @@ class ModelSettings:
 
         `key` is where this model sits in the config: `model` (the judge) or `target.model`.
         """
+        if self.batch and lib().get_llm_provider(self.name)[1] != "openai":
+            raise ConfigError(
+                f"{key}.batch=true sends requests through OpenAI's Batch API, and {self.name} is not an "
+                f"OpenAI model: use an openai/... model (or an OpenAI-compatible {key}.api_base), or "
+                f"{key}.batch=false"
+            )
         if self.api_key_env and not os.environ.get(self.api_key_env) and not self.api_base:
             pick = "model=" if key == "model" else f"model@{key}="
             raise ConfigError(
@@ -207,6 +215,8 @@ class LLM:
         # Identical requests within a run (the same ground truth extracted for several rows or scorers)
         # share one call, even while it is still in flight.
         self._shared: dict[str, asyncio.Future[StepResult]] = {}
+        # model.batch=true: completions go through the provider's batch API instead (evalframe.batch)
+        self.batcher: Callable[..., Awaitable[Any]] | None = None
 
     async def _request(
         self, call: Callable[[], Awaitable[Any]], budget: Budget | int, step: StepResult | None = None
@@ -244,9 +254,13 @@ class LLM:
         self, messages: list[Message], step: StepResult, budget: Budget, **kwargs: Any
     ) -> Any:
         """One completion (its attempts, latency, usage and cost on `step`)."""
-        litellm = lib()
-        call = lambda: litellm.acompletion(messages=messages, **self.settings.call_kwargs(), **kwargs)  # noqa: E731
-        response = await self._request(call, budget, step)
+        if self.batcher is not None:  # it counts the requests it sends in the run's calls
+            step.attempts += 1
+            response = await self.batcher(messages, **kwargs)
+        else:
+            litellm = lib()
+            call = lambda: litellm.acompletion(messages=messages, **self.settings.call_kwargs(), **kwargs)  # noqa: E731
+            response = await self._request(call, budget, step)
         self._account(step, response)
         return response
 

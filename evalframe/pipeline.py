@@ -38,7 +38,7 @@ class Plan:
     config: dict[str, Any]
     target: Target
     scorers: dict[str, Scorer]
-    rows: data.Rows  # validated; read again window by window when the run executes
+    rows: data.Rows  # validated; read again as the run executes
 
 
 @dataclass
@@ -114,16 +114,15 @@ def window_size(config: Mapping[str, Any]) -> int:
 async def execute(
     plan: Plan, ctx: Context, journal: Journal, done: list[ItemResult], keep: int | None = None
 ) -> RunResult:
-    """Score the rows as a continuous flow (evalframe.flow): a bounded number of items in flight, each
-    journaled as it finishes. Items already done (resume) are counted, not redone; `keep` caps the
-    items the result holds (all are in results.jsonl)."""
+    """Score the rows as a continuous flow (evalframe.flow), each item journaled as it finishes; items
+    already done (resume) are counted, not redone; `keep` caps the items the result holds."""
     result = RunResult(items=[], scorers=list(plan.scorers), keep=keep)
     chunks = [plan.target.chunk, *(s.chunk for s in plan.scorers.values())]
-    sizes = flow.sizes(window_size(plan.config), int(plan.config.get("concurrency", 8)), chunks)
+    window = window_size(plan.config)  # a batched judge gets a window of rows in each of its batches
+    batched = any(m.batch for s in plan.scorers.values() for m in s.models())
+    sizes = flow.sizes(window, window if batched else int(plan.config.get("concurrency", 8)), chunks)
 
-    async def score(rows: list[Row], add: Callable[[ItemResult], None]) -> None:
-        await _score_rows(plan, ctx, journal, rows, add)
-
+    score: flow.Score = lambda rows, add: _score_rows(plan, ctx, journal, rows, add)  # noqa: E731
     await flow.run(plan.rows, score, result, {item.id: item for item in done}, *sizes)
     return result
 
@@ -131,8 +130,8 @@ async def execute(
 async def _score_rows(
     plan: Plan, ctx: Context, journal: Journal, todo: list[Row], add: Callable[[ItemResult], None]
 ) -> None:
-    """Produce the outputs of `todo`, score them with every scorer concurrently, and journal (and
-    `add`) each item the moment its last scorer returns its result."""
+    """Produce the outputs of `todo`, score them with every scorer concurrently, journal and `add`
+    each item the moment its last scorer returns its result."""
     items: dict[str, ItemResult] = {}
     waiting: dict[str, set[str]] = {}
 
@@ -210,6 +209,7 @@ def evaluate(
     ctx = Context(
         limiter=asyncio.Semaphore(int(config.get("concurrency", 8))),
         cache=(given and given.cache) or Cache(cache_cfg.get("mode", "readwrite"), cache_cfg.get("dir")),
+        run_dir=journal.directory,
     )
     journal.start(config, len(p.rows), resume=resume_from is not None, overrides=overrides)
     todo = len(p.rows) - len(done)

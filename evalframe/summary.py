@@ -50,10 +50,16 @@ class Summary:
         ]
 
     def totals(self) -> str:
-        u = self.usage
+        u, s = self.usage, self.stats
+        batched = (
+            f" ({s.batched} requests in batches at the batch price; without batching "
+            f"${u.cost - s.batch_cost + s.unbatched_cost:.4f})"
+            if s.batched
+            else ""
+        )
         return (
-            f"model calls: {self.stats.calls}, cache hits: {self.stats.hits}; tokens: {u.prompt_tokens} in, "
-            f"{u.completion_tokens} out; cost ${u.cost:.4f}"
+            f"model calls: {s.calls}, cache hits: {s.hits}; tokens: {u.prompt_tokens} in, "
+            f"{u.completion_tokens} out; cost ${u.cost:.4f}{batched}"
         )
 
     def text(self) -> str:

@@ -19,6 +19,7 @@ LAYERS = [
     "results",  # the nouns: Row's results, steps, scores, items, the run, its objective
     "data agreement prompts cache local_embeddings",
     "llm",  # the model door: the only module importing litellm
+    "batch",  # its batch API (through llm.lib)
     "context",
     "targets scorers",
     "scorers.reference scorers.answer_similarity scorers.answer_relevancy scorers.judge "
