@@ -158,3 +158,20 @@ def test_a_run_killed_while_its_batch_is_pending_collects_it_on_resume(tmp_path:
         assert server.count("SemanticUnits") == len(pending["requests"])
         items = [json.loads(line) for line in (book.parent / "results.jsonl").read_text().splitlines()]
         assert sorted(i["id"] for i in items) == sorted({i["id"] for i in items}) and len(items) == 6
+
+
+@pytest.mark.slow
+def test_the_readmes_batch_command_runs_as_written(server: FakeLLMServer, tmp_path: Path) -> None:
+    from tests.conftest import run_cli
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    block = readme.split("## Batch judging", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    [command] = [line for line in block.splitlines() if line.strip()]
+    assert command.startswith("python -m evalframe ")
+    here = [f"model.api_base={server.openai_base}", "model.batch_poll=0.1", "dataset.limit=3"]
+    here.append("tracking=none")
+    result = run_cli([*command.split()[3:], *here], cwd=tmp_path, env={"OPENAI_API_KEY": FAKE_KEY})
+    assert result.returncode == 0, result.stderr
+    assert "requests in batches at the batch price; without batching $" in result.stdout.replace("\n", " ")
+    assert server.batched > 0 and server.batched == len(server.requests)
+    assert "completed, " in result.stderr  # the batch state on the console
