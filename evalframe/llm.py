@@ -202,6 +202,7 @@ def response_format(reply_model: type[BaseModel]) -> dict[str, Any]:
 
 
 Validate = Callable[[str], dict[str, Any]]
+SHARED = 20_000  # answered requests an LLM keeps to share with identical ones (see LLM._forget)
 
 
 class LLM:
@@ -319,10 +320,20 @@ class LLM:
                     self.cache.put(k, {"raw": step.raw})
             step.key = k
             future.set_result(step)
+            self._forget()
             return step
         except BaseException as e:
             future.set_exception(e)
             raise
+
+    def _forget(self) -> None:
+        """Share only the last SHARED answered requests (older ones are in the disk cache): memory
+        stays flat however many rows a run scores."""
+        while len(self._shared) > SHARED:
+            oldest = next(iter(self._shared))
+            if not self._shared[oldest].done():
+                break
+            del self._shared[oldest]
 
     def _from_cache(
         self, k: str, step_name: str, messages: list[Message], validate: Validate

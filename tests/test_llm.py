@@ -128,3 +128,22 @@ print("ok")
 """
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.stdout.strip() == "ok", result.stderr
+
+
+def test_identical_requests_share_a_bounded_number_of_answers(monkeypatch: Any) -> None:
+    """An identical request shares the answer of one asked shortly before; only the last SHARED are
+    kept (older ones come from the disk cache), so memory stays flat on a long run."""
+    from evalframe import llm as door
+
+    monkeypatch.setattr(door, "SHARED", 3)
+    with FakeLLMServer(responder=judge) as server:
+        model = LLM(settings(server), asyncio.Semaphore(4), Cache("off"), Stats())
+
+        async def run() -> None:
+            for text in ["A. B.", "C. D.", "A. B.", "E.", "F.", "G.", "A. B."]:
+                messages = [{"role": "user", "content": f"<TEXT-00000000>\n{text}\n</TEXT-00000000>"}]
+                await model.structured("extract", messages, SemanticUnits)
+                assert len(model._shared) <= 3
+
+        asyncio.run(run())
+        assert model.stats.hits == 1 and server.count() == 6  # the second "A. B." shared, the third asked
