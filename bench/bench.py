@@ -263,6 +263,36 @@ def bench_batch(work: Path, items: int) -> None:
         )
 
 
+def bench_embedding_runs(codes: dict[str, Path], work: Path, rows: int = 2000) -> None:
+    """(j) A recorded-output semantic_similarity run (local MiniLM) of `rows` distinct pairs through the
+    whole pipeline, per checkout: pairs/s after start-up, and the largest score difference between them."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from memory import dataset
+
+    data = work / "embed.jsonl"
+    dataset(data, rows)
+    scores: dict[str, dict[str, float]] = {}
+    for name, code in codes.items():
+        cwd = work / f"embed-{name}"
+        cwd.mkdir()
+        args = ["scorer=semantic_similarity", "tracking=none", "cache.mode=off", "dataset=jsonl"]
+        small = work / f"embed-{name}-2.jsonl"
+        small.write_text("".join(data.read_text().splitlines(keepends=True)[:2]))
+        start_up = cli_run(code, [*args, f"dataset.path={small}"], cwd, dict(os.environ))  # load, 2 pairs
+        seconds = cli_run(code, [*args, f"dataset.path={data}"], cwd, dict(os.environ))
+        [journal] = sorted(cwd.glob("outputs/*/*/results.jsonl"), key=lambda p: p.stat().st_mtime)[-1:]
+        items = [json.loads(line) for line in journal.read_text().splitlines()]
+        scores[name] = {i["id"]: i["scores"]["semantic_similarity"]["score"] for i in items}
+        print(
+            f"(j) semantic_similarity run, {rows} pairs [{name}]: {rows / (seconds - start_up):.0f} pairs/s "
+            f"after start-up ({seconds:.1f} s whole, {start_up:.1f} s for a 2-pair run)"
+        )
+    if len(scores) == 2:
+        a, b = scores.values()
+        largest = max(abs(a[k] - b[k]) for k in a)
+        print(f"(j) largest score difference between the two: {largest:.2e} (<= 1e-6)")
+
+
 def bench_cache(base: str, work: Path, items: int) -> None:
     cache = work / "cache"
     common = [
@@ -410,7 +440,8 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=500)
     parser.add_argument("--latency", type=float, default=0.2)
     parser.add_argument("--concurrency", type=int, default=32)
-    parts = ["start", "process", "batch", "throughput", "cache", "sweep", "logging", "help", "embeddings"]
+    parts = ["start", "process", "batch", "throughput", "cache", "sweep", "logging", "help"]
+    parts += ["embeddings", "embedrun"]
     parser.add_argument("--skip", nargs="*", default=[], choices=parts)
     parser.add_argument("--only", nargs="*", default=parts, choices=parts)
     parser.add_argument("--batch-items", type=int, default=200)
@@ -443,6 +474,8 @@ def main() -> None:
             bench_help()
         if "embeddings" in run:
             bench_embeddings()
+        if "embedrun" in run:
+            bench_embedding_runs(codes, work)
 
 
 if __name__ == "__main__":
