@@ -18,9 +18,8 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-import numpy as np
 from pydantic import BaseModel, ValidationError
 
 from evalframe.cache import Cache
@@ -28,6 +27,9 @@ from evalframe.cache import key as cache_key
 from evalframe.errors import ConfigError
 from evalframe.results import Message, Stats, StepResult, Usage
 from evalframe.retry import Budget, with_retries
+
+if TYPE_CHECKING:  # numpy only for embeddings: a judge's run starts without it
+    import numpy as np
 
 Reply = TypeVar("Reply", bound=BaseModel)
 
@@ -514,6 +516,8 @@ class LLM:
     ) -> dict[str, np.ndarray]:
         """Unit vectors of `texts`, from the cache where it has them; the others are embedded and
         cached, each with its share of what embedding it cost in `usage`."""
+        import numpy as np
+
         vectors: dict[str, np.ndarray] = {}
         for text in texts:
             hit = self.cache.get(self._embedding_key("text", text))
@@ -536,6 +540,8 @@ class LLM:
         A text longer than the model's window is split into window-sized chunks whose embeddings are
         averaged (weighted by length), instead of being silently truncated to its beginning.
         """
+        import numpy as np
+
         litellm = lib()
         split = _chunker(self.settings.name)
         pieces: list[str] = []
