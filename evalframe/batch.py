@@ -123,6 +123,7 @@ class Batcher:
                 litellm.acreate_batch, completion_window="24h", endpoint=ENDPOINT, input_file_id=upload.id
             )
             self._write_book(created.id, list(batch))
+            print(f"batch {created.id} ({self.settings.name}): submitted {len(batch)}", file=sys.stderr)
             self.stats.batched += len(batch)
             self.stats.calls += len(batch)
             answers = await self._wait(created.id)

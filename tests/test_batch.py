@@ -174,4 +174,4 @@ def test_the_readmes_batch_command_runs_as_written(server: FakeLLMServer, tmp_pa
     assert result.returncode == 0, result.stderr
     assert "requests in batches at the batch price; without batching $" in result.stdout.replace("\n", " ")
     assert server.batched > 0 and server.batched == len(server.requests)
-    assert "completed, " in result.stderr  # the batch state on the console
+    assert "submitted " in result.stderr and "completed, " in result.stderr  # the batch state on the console
