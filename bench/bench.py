@@ -1,6 +1,6 @@
 """evalframe benchmark: prints the figures the performance targets are stated in, measured in one run.
 
-    python bench/bench.py            # everything (about five minutes on 2 cores)
+    python bench/bench.py            # everything (about fifteen minutes on 2 cores)
     python bench/bench.py --items 100 --skip embeddings
     python bench/bench.py --only start process batch --before /tmp/old-checkout   # side by side
 

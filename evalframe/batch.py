@@ -23,6 +23,7 @@ import json
 import os
 import sys
 import time
+import warnings
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -49,6 +50,9 @@ class Batcher:
     would (LiteLLM's ModelResponse), priced at the batch rate."""
 
     def __init__(self, settings: ModelSettings, stats: Stats, run_dir: Path | None):
+        # LiteLLM 1.106's afile_content makes one coroutine too many and drops it (the content comes
+        # all the same): its "never awaited" warning would reach the user's console on every batch.
+        warnings.filterwarnings("ignore", "coroutine 'OpenAIFilesAPI.afile_content' was never awaited")
         self.settings = settings
         self.stats = stats
         self.book = run_dir / BOOK if run_dir else None
@@ -76,7 +80,10 @@ class Batcher:
                 batch_id = self._journaled.pop(request_id)
                 if batch_id not in self._collecting:
                     self._collecting[batch_id] = asyncio.ensure_future(self._wait(batch_id))
-                answers = await asyncio.shield(self._collecting[batch_id])
+                try:
+                    answers = await asyncio.shield(self._collecting[batch_id])
+                except BatchError as e:  # it failed or expired meanwhile: sent again in a new batch
+                    answers = {request_id: {"error": {"message": str(e)}}}
                 line = answers.get(request_id) or {"error": {"message": "not in the batch's output"}}
             else:
                 line = await self._submit(request_id, body)

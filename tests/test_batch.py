@@ -116,7 +116,10 @@ def test_batch_needs_an_openai_model_and_says_so_before_any_call(tmp_path: Path)
 
 
 @pytest.mark.slow
-def test_a_run_killed_while_its_batch_is_pending_collects_it_on_resume(tmp_path: Path) -> None:
+@pytest.mark.parametrize("expired", [False, True])
+def test_a_run_killed_while_its_batch_is_pending_collects_it_on_resume(tmp_path: Path, expired: bool) -> None:
+    """Resumed, the run collects the batch it had sent; had the batch expired meanwhile (the provider
+    gives up after 24 h), its requests go again in a new batch."""
     with FakeLLMServer(judge, batch_delay=600) as server:
         env = {
             **os.environ,
@@ -149,12 +152,18 @@ def test_a_run_killed_while_its_batch_is_pending_collects_it_on_resume(tmp_path:
         assert server.batched == 0  # the batch was never answered before the kill
 
         server.batch_delay = 0.2
+        if expired:
+            server.batches[pending["batch"]]["status"] = "expired"
         resume = [*args, "resume=true"]
         resumed = subprocess.run(resume, cwd=tmp_path, env=env, capture_output=True, text=True)
         assert resumed.returncode == 0, resumed.stderr
         assert f"batch {pending['batch']}" in resumed.stderr  # collected, and the console says how it went
-        # Only the analyze step was sent again as a new batch: the journaled extraction was not paid twice.
-        assert server.batch_api["create"] == 2 and server.batch_api["upload"] == 2
+        assert "Warning" not in resumed.stderr
+        if expired:  # extraction sent again, then analyze
+            assert server.batch_api["create"] == 3
+            assert f"batch {pending['batch']} (openai/gpt-4o-mini): expired" in resumed.stderr
+        else:  # only the analyze step went as a new batch: the journaled extraction was not paid twice
+            assert server.batch_api["create"] == 2 and server.batch_api["upload"] == 2
         assert server.count("SemanticUnits") == len(pending["requests"])
         items = [json.loads(line) for line in (book.parent / "results.jsonl").read_text().splitlines()]
         assert sorted(i["id"] for i in items) == sorted({i["id"] for i in items}) and len(items) == 6

@@ -534,7 +534,7 @@ class FakeLLMServer(RequestLog):
         batch = self.batches.get(batch_id)
         if batch is None:
             return None
-        if batch["status"] != "completed":
+        if batch["status"] not in ("completed", "expired", "failed", "cancelled"):
             if time.monotonic() - batch["_created"] < self.batch_delay:
                 batch["status"] = "in_progress"
             else:
