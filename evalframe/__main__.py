@@ -149,7 +149,11 @@ def _exit(code: int) -> NoReturn:
     object, would hold the exit code back 0.3-0.5 s for nothing."""
     import atexit
     import os
+    import threading
 
+    # What the interpreter does first at exit: join the threads and shut down executors (a joblib
+    # sweep's worker processes), then the atexit handlers; only the teardown of modules is skipped.
+    getattr(threading, "_shutdown", lambda: None)()
     atexit._run_exitfuncs()
     sys.stdout.flush()
     sys.stderr.flush()
