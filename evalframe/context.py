@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from evalframe.batch import Batcher
 from evalframe.cache import Cache
 from evalframe.llm import LLM, ModelSettings
 from evalframe.results import Stats
@@ -21,6 +23,7 @@ class Context:
     cache: Cache = field(default_factory=lambda: Cache("off"))
     stats: Stats = field(default_factory=Stats)
     advance: Callable[[], None] = lambda: None
+    run_dir: Path | None = None  # where a batched model journals its batches (batches.jsonl)
     _llms: dict[ModelSettings, LLM] = field(default_factory=dict)
     # Where each model's adaptive in-flight limit starts and stops: the limiter's size, read before
     # any request holds a place in it.
@@ -31,5 +34,9 @@ class Context:
 
     def llm(self, settings: ModelSettings) -> LLM:
         if settings not in self._llms:
-            self._llms[settings] = LLM(settings, self.limiter, self.cache, self.stats, self._concurrency)
+            llm = self._llms[settings] = LLM(
+                settings, self.limiter, self.cache, self.stats, self._concurrency
+            )
+            if settings.batch:
+                llm.batcher = Batcher(settings, self.stats, self.run_dir).complete
         return self._llms[settings]

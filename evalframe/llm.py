@@ -11,15 +11,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import gc
 import json
 import os
 import re
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-import numpy as np
 from pydantic import BaseModel, ValidationError
 
 from evalframe.cache import Cache
@@ -29,6 +30,9 @@ from evalframe.limits import ModelLimits, parallel_jobs
 from evalframe.results import Message, Stats, StepResult, Usage
 from evalframe.retry import Budget, with_retries
 
+if TYPE_CHECKING:  # numpy only for embeddings: a judge's run starts without it
+    import numpy as np
+
 Reply = TypeVar("Reply", bound=BaseModel)
 
 # litellm fetches data files from GitHub unless told to use its bundled copies: offline that hangs
@@ -37,21 +41,46 @@ for _flag in ("LITELLM_LOCAL_MODEL_COST_MAP", "LITELLM_LOCAL_ANTHROPIC_BETA_HEAD
     os.environ.setdefault(_flag, "True")
 
 _litellm: Any = None
+_importing = threading.Lock()
 
 
 def lib() -> Any:
-    """Import and configure litellm once."""
+    """Import and configure litellm once (waiting for preload()'s import if it is under way)."""
+    return _litellm if _litellm is not None else _load(gc.isenabled())
+
+
+def preload() -> None:
+    """Start importing litellm on a background thread, so that the ~1.5 s it takes overlaps with
+    composing the config and reading the dataset instead of delaying the first request; the cyclic
+    GC stays off until it is imported (see _load)."""
+    collecting = gc.isenabled()
+    gc.disable()
+    threading.Thread(target=_load, args=(collecting,), name="import-litellm", daemon=True).start()
+
+
+def _load(collecting: bool) -> Any:
     global _litellm
-    if _litellm is None:
-        import litellm
+    with _importing:
+        if _litellm is not None:
+            return _litellm
+        # Importing litellm creates millions of objects: the cyclic GC would make hundreds of passes
+        # over them (a third of the import time). Off while importing, then the survivors are frozen
+        # so that the run's own GC passes never walk these permanent modules again.
+        gc.disable()
+        try:
+            import litellm
 
-        litellm.telemetry = False
-        litellm.suppress_debug_info = True
-        litellm.drop_params = True  # providers without response_format still get the prompt's JSON spec
-        from evalframe.local_embeddings import register
+            litellm.telemetry = False
+            litellm.suppress_debug_info = True
+            litellm.drop_params = True  # providers without response_format still get the JSON spec
+            from evalframe.local_embeddings import register
 
-        register(litellm)
-        _litellm = litellm
+            register(litellm)
+            _litellm = litellm
+        finally:
+            if collecting:
+                gc.freeze()
+                gc.enable()
     return _litellm
 
 
@@ -70,6 +99,8 @@ class ModelSettings:
     extra: Mapping[str, Any] = field(default_factory=dict)
     rpm: float | None = None  # requests per minute this client keeps under (a sweep's jobs share it)
     tpm: float | None = None  # tokens per minute, likewise
+    batch: bool = False  # through the provider's batch API at half price (evalframe.batch)
+    batch_poll: float = 30.0  # seconds between two looks at a pending batch
 
     def __hash__(self) -> int:  # `extra` is a dict; settings key the per-model client cache
         return hash(json.dumps(asdict(self), sort_keys=True, default=str))
@@ -104,6 +135,12 @@ class ModelSettings:
 
         `key` is where this model sits in the config: `model` (the judge) or `target.model`.
         """
+        if self.batch and lib().get_llm_provider(self.name)[1] != "openai":
+            raise ConfigError(
+                f"{key}.batch=true sends requests through OpenAI's Batch API, and {self.name} is not an "
+                f"OpenAI model: use an openai/... model (or an OpenAI-compatible {key}.api_base), or "
+                f"{key}.batch=false"
+            )
         if self.api_key_env and not os.environ.get(self.api_key_env) and not self.api_base:
             pick = "model=" if key == "model" else f"model@{key}="
             raise ConfigError(
@@ -216,6 +253,7 @@ def response_format(reply_model: type[BaseModel]) -> dict[str, Any]:
 
 
 Validate = Callable[[str], dict[str, Any]]
+SHARED = 20_000  # answered requests an LLM keeps to share with identical ones (see LLM._forget)
 
 
 class LLM:
@@ -240,6 +278,8 @@ class LLM:
         # Identical requests within a run (the same ground truth extracted for several rows or scorers)
         # share one call, even while it is still in flight.
         self._shared: dict[str, asyncio.Future[StepResult]] = {}
+        # model.batch=true: completions go through the provider's batch API instead (evalframe.batch)
+        self.batcher: Callable[..., Awaitable[Any]] | None = None
 
     async def _request(
         self,
@@ -315,9 +355,13 @@ class LLM:
         self, messages: list[Message], step: StepResult, budget: Budget, **kwargs: Any
     ) -> Any:
         """One completion (its attempts, latency, usage and cost on `step`)."""
-        litellm = lib()
-        call = lambda: litellm.acompletion(messages=messages, **self.settings.call_kwargs(), **kwargs)  # noqa: E731
-        response = await self._request(call, budget, step, self._estimate(messages))
+        if self.batcher is not None:  # it counts the requests it sends in the run's calls
+            step.attempts += 1
+            response = await self.batcher(messages, **kwargs)
+        else:
+            litellm = lib()
+            call = lambda: litellm.acompletion(messages=messages, **self.settings.call_kwargs(), **kwargs)  # noqa: E731
+            response = await self._request(call, budget, step, self._estimate(messages))
         self._account(step, response)
         return response
 
@@ -386,10 +430,20 @@ class LLM:
                     self.cache.put(k, {"raw": step.raw})
             step.key = k
             future.set_result(step)
+            self._forget()
             return step
         except BaseException as e:
             future.set_exception(e)
             raise
+
+    def _forget(self) -> None:
+        """Share only the last SHARED answered requests (older ones are in the disk cache): memory
+        stays flat however many rows a run scores."""
+        while len(self._shared) > SHARED:
+            oldest = next(iter(self._shared))
+            if not self._shared[oldest].done():
+                break
+            del self._shared[oldest]
 
     def _from_cache(
         self, k: str, step_name: str, messages: list[Message], validate: Validate
@@ -585,6 +639,8 @@ class LLM:
     ) -> dict[str, np.ndarray]:
         """Unit vectors of `texts`, from the cache where it has them; the others are embedded and
         cached, each with its share of what embedding it cost in `usage`."""
+        import numpy as np
+
         vectors: dict[str, np.ndarray] = {}
         for text in texts:
             hit = self.cache.get(self._embedding_key("text", text))
@@ -608,6 +664,8 @@ class LLM:
         A text longer than the model's window is split into window-sized chunks whose embeddings are
         averaged (weighted by length), instead of being silently truncated to its beginning.
         """
+        import numpy as np
+
         litellm = lib()
         split = _chunker(self.settings.name)
         pieces: list[str] = []

@@ -11,12 +11,12 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import sys
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-from evalframe import data, gate, html_report, intervals, redaction, report, tracking
+from evalframe import data, flow, gate, html_report, intervals, redaction, report, tracking
 from evalframe import objective as objectives
 from evalframe import summary as summaries
 from evalframe.agreement import with_agreement
@@ -30,8 +30,6 @@ from evalframe.scorers import Scorer
 from evalframe.summary import Summary
 from evalframe.targets import Target
 
-T = TypeVar("T")
-
 
 @dataclass
 class Plan:
@@ -40,7 +38,7 @@ class Plan:
     config: dict[str, Any]
     target: Target
     scorers: dict[str, Scorer]
-    rows: data.Rows  # validated; read again window by window when the run executes
+    rows: data.Rows  # validated; read again as the run executes
     inputs: str = ""  # digest of the rows' content and the target's prompt or code: what resume checks
 
 
@@ -120,24 +118,25 @@ def window_size(config: Mapping[str, Any]) -> int:
 async def execute(
     plan: Plan, ctx: Context, journal: Journal, done: list[ItemResult], keep: int | None = None
 ) -> RunResult:
-    """Score the rows window by window (`window` rows at a time): memory holds one window's rows and
-    items plus the run's aggregates, whatever the dataset's size. Items already done (resume) are
-    counted, not redone; `keep` caps the items the result holds (all are in results.jsonl)."""
-    finished = {item.id: item for item in done}
+    """Score the rows as a continuous flow (evalframe.flow), each item journaled as it finishes; items
+    already done (resume) are counted, not redone; `keep` caps the items the result holds."""
     result = RunResult(items=[], scorers=list(plan.scorers), keep=keep)
-    for rows in plan.rows.windows(window_size(plan.config)):
-        items = await _score_window(plan, ctx, journal, [row for row in rows if row.id not in finished])
-        for row in rows:
-            result.add(finished.pop(row.id) if row.id in finished else items[row.id])
+    chunks = [plan.target.chunk, *(s.chunk for s in plan.scorers.values())]
+    window = window_size(plan.config)  # a batched judge gets a window of rows in each of its batches
+    batched = any(m.batch for s in plan.scorers.values() for m in s.models())
+    sizes = flow.sizes(window, window if batched else int(plan.config.get("concurrency", 8)), chunks)
+
+    score: flow.Score = lambda rows, add: _score_rows(plan, ctx, journal, rows, add)  # noqa: E731
+    await flow.run(plan.rows, score, result, {item.id: item for item in done}, *sizes)
     return result
 
 
-async def _score_window(plan: Plan, ctx: Context, journal: Journal, todo: list[Row]) -> dict[str, ItemResult]:
-    """Produce the outputs of `todo`, score them with every scorer concurrently, and journal each
-    item the moment its last scorer returns its result."""
+async def _score_rows(
+    plan: Plan, ctx: Context, journal: Journal, todo: list[Row], add: Callable[[ItemResult], None]
+) -> None:
+    """Produce the outputs of `todo`, score them with every scorer concurrently, journal and `add`
+    each item the moment its last scorer returns its result."""
     items: dict[str, ItemResult] = {}
-    if not todo:  # a window finished before a resume: nothing to ask anyone
-        return items
     waiting: dict[str, set[str]] = {}
     raw_limit = int(plan.config.get("raw_reply_limit") or RAW_REPLY_LIMIT)
 
@@ -148,6 +147,7 @@ async def _score_window(plan: Plan, ctx: Context, journal: Journal, todo: list[R
         if not waiting[row.id]:
             items[row.id] = item = redaction.scrubbed(item.stored(raw_limit))  # no key; a huge reply once
             journal.append(item)
+            add(items.pop(row.id))
         ctx.advance()
 
     async def finish(scorer: str, row: Row, pending: Awaitable[ScoreResult]) -> None:
@@ -156,15 +156,8 @@ async def _score_window(plan: Plan, ctx: Context, journal: Journal, todo: list[R
     produced = await plan.target.outputs(todo, ctx)
     ready: list[tuple[Row, str]] = []
     for row, (output, step) in zip(todo, produced, strict=True):
-        item = ItemResult(
-            row.id,
-            row.input,
-            row.ground_truth,
-            output,
-            target_step=step,
-            human=row.human,
-            record=dict(row.extra),
-        )
+        fields = (row.id, row.input, row.ground_truth, output)
+        item = ItemResult(*fields, target_step=step, human=row.human, record=dict(row.extra))
         items[row.id], waiting[row.id] = item, set(plan.scorers)
         if step and step.error:
             # An output that could not be produced is unscored by every scorer, never scored as empty.
@@ -180,17 +173,6 @@ async def _score_window(plan: Plan, ctx: Context, journal: Journal, todo: list[R
             for (row, _), pending in zip(ready, scorer.score_each(ready, ctx), strict=True)
         )
     )
-    return items
-
-
-def run_async(coro: Coroutine[Any, Any, T]) -> T:
-    """Run the event loop, on uvloop where available: it cuts the per-request CPU of the model
-    door by about a quarter, and a large run is CPU-bound on that, not on the network."""
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.run(coro)
-    return uvloop.run(coro)
 
 
 def evaluate(
@@ -217,13 +199,15 @@ def evaluate(
     ctx = Context(
         limiter=asyncio.Semaphore(int(config.get("concurrency", 8))),
         cache=(given and given.cache) or Cache(cache_cfg.get("mode", "readwrite"), cache_cfg.get("dir")),
+        run_dir=journal.directory,
     )
     journal.start(config, len(p.rows), resume=resume_from is not None, overrides=overrides, inputs=p.inputs)
     todo = len(p.rows) - len(done)
+    html_report.preload()  # while the models answer: the report at the end then starts at once
     try:
         with report.progress(todo * (len(p.scorers) + p.target.reports_progress), ctx.stats) as advance:
             ctx.advance = advance
-            result = run_async(execute(p, ctx, journal, done, keep_items(config)))
+            result = flow.run_async(execute(p, ctx, journal, done, keep_items(config)))
     except KeyboardInterrupt:
         journal.close()
         print(

@@ -31,8 +31,9 @@ from evalframe.cache import Replay, ReplayMiss
 from evalframe.context import Context
 from evalframe.data import Row
 from evalframe.errors import ConfigError
+from evalframe.flow import run_async
 from evalframe.journal import Journal, read_items
-from evalframe.pipeline import Given, evaluate, execute, plan, run_async
+from evalframe.pipeline import Given, evaluate, execute, plan
 from evalframe.results import ItemResult, Objective, RunResult, StepResult, Usage
 from evalframe.summary import fmt
 from evalframe.targets import Target

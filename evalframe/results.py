@@ -27,6 +27,9 @@ class Stats:
     calls: int = 0  # requests sent to a model, retries included
     hits: int = 0  # replies taken from the cache or shared with an identical request in flight
     cost: float = 0.0
+    batched: int = 0  # requests sent through a batch API (model.batch=true), counted in calls too
+    batch_cost: float = 0.0  # what those cost at the batch price (part of cost)
+    unbatched_cost: float = 0.0  # what they would have cost as normal calls
     limits: dict[str, ModelLimits] = field(default_factory=dict)  # model name -> its rate limits
 
     @property

@@ -145,15 +145,21 @@ class Summary:
         return rows
 
     def totals(self) -> str:
-        u = self.usage
+        u, s = self.usage, self.stats
         limited = (
-            f"; rate limited: {self.stats.rate_limited} (429s), waited {self.stats.rate_wait:.1f} s"
-            if self.stats.rate_limited or self.stats.rate_wait
+            f"; rate limited: {s.rate_limited} (429s), waited {s.rate_wait:.1f} s"
+            if s.rate_limited or s.rate_wait
+            else ""
+        )
+        batched = (
+            f" ({s.batched} requests in batches at the batch price; without batching "
+            f"${u.cost - s.batch_cost + s.unbatched_cost:.4f})"
+            if s.batched
             else ""
         )
         return (
-            f"model calls: {self.stats.calls}, cache hits: {self.stats.hits}{limited}; tokens: "
-            f"{u.prompt_tokens} in, {u.completion_tokens} out; cost ${u.cost:.4f}"
+            f"model calls: {s.calls}, cache hits: {s.hits}{limited}; tokens: {u.prompt_tokens} in, "
+            f"{u.completion_tokens} out; cost ${u.cost:.4f}{batched}"
         )
 
     def text(self) -> str:

@@ -32,6 +32,7 @@ from evalframe.retry import with_retries
 class Target(ABC):
     # Whether outputs() advances the progress bar once per row (targets that do work per row).
     reports_progress = False
+    chunk = 1  # rows given to outputs() at once (see Scorer.chunk)
 
     def models(self) -> list[ModelSettings]:
         return []
@@ -140,6 +141,7 @@ class PythonTarget(Target):
     error; a non-string answer becomes JSON text, as non-string dataset values do."""
 
     reports_progress = True
+    chunk = 16  # the rows of one outputs() call share its thread pool
 
     def __init__(self, fn: str | Callable[..., Any], pass_row: bool = False, timeout: float | None = None):
         self.fn = resolve_callable(fn, "target.fn") if isinstance(fn, str) else fn
@@ -274,6 +276,7 @@ class HTTPTarget(Target):
     """
 
     reports_progress = True
+    chunk = 16  # the rows of one outputs() call share its HTTP client (and connections)
 
     def __init__(
         self,

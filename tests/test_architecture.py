@@ -21,12 +21,13 @@ LAYERS = [
     "intervals",  # bootstrap intervals over items, paired differences
     "data agreement prompts cache local_embeddings",
     "llm",  # the model door: the only module importing litellm
+    "batch",  # its batch API (through llm.lib)
     "context panel",
     "targets scorers",
     "scorers.reference scorers.answer_similarity scorers.answer_relevancy scorers.judge "
     "scorers.semantic_similarity",
     "scorers.ground_truth_similarity",
-    "objective journal summary gate",
+    "objective journal summary gate flow",
     "jobs comparison",
     "report html_report",
     "tracking",  # the only module importing mlflow

@@ -271,3 +271,20 @@ def test_a_run_without_mlflow_still_writes_its_report(
     assert (page.parent / "plots" / "answer_similarity_histogram.png").read_bytes().startswith(PNG)
     assert _rows(page.read_text()) == 3
     assert not (tmp_path / "mlflow.db").exists()
+
+
+def test_preload_imports_matplotlib_on_a_thread() -> None:
+    import subprocess
+    import sys
+
+    code = """
+import sys, threading
+from evalframe import html_report
+html_report.preload()
+[thread] = [t for t in threading.enumerate() if t.name == "import-matplotlib"]
+thread.join()
+assert "matplotlib.pyplot" in sys.modules
+print("ok")
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.stdout.strip() == "ok", result.stderr

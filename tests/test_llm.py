@@ -170,3 +170,41 @@ def test_no_permission_or_no_quota_stops_the_run_at_the_first_reply() -> None:
             else:
                 raise AssertionError(f"a {fault.status} did not stop the run")
             assert server.faults == 1
+
+
+def test_preload_imports_litellm_on_a_thread_while_the_caller_goes_on() -> None:
+    import subprocess
+    import sys
+
+    code = """
+import gc, sys, threading
+from evalframe import llm
+llm.preload()
+assert not gc.isenabled()  # no GC passes over the import's objects
+assert [t for t in threading.enumerate() if t.name == "import-litellm"]
+litellm = llm.lib()  # waits for the thread's import
+assert litellm.drop_params and sys.modules["litellm"] is litellm
+assert gc.isenabled() and gc.get_freeze_count() > 0  # back on, litellm's objects frozen
+print("ok")
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.stdout.strip() == "ok", result.stderr
+
+
+def test_identical_requests_share_a_bounded_number_of_answers(monkeypatch: Any) -> None:
+    """An identical request shares the answer of one asked shortly before; only the last SHARED are
+    kept (older ones come from the disk cache), so memory stays flat on a long run."""
+    from evalframe import llm as door
+
+    monkeypatch.setattr(door, "SHARED", 3)
+    with FakeLLMServer(responder=judge) as server:
+        model = LLM(settings(server), asyncio.Semaphore(4), Cache("off"), Stats())
+
+        async def run() -> None:
+            for text in ["A. B.", "C. D.", "A. B.", "E.", "F.", "G.", "A. B."]:
+                messages = [{"role": "user", "content": f"<TEXT-00000000>\n{text}\n</TEXT-00000000>"}]
+                await model.structured("extract", messages, SemanticUnits)
+                assert len(model._shared) <= 3
+
+        asyncio.run(run())
+        assert model.stats.hits == 1 and server.count() == 6  # the second "A. B." shared, the third asked

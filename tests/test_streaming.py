@@ -1,5 +1,5 @@
 """Large datasets: rows stream from the file, are all validated before the first model call, and are
-scored window by window with the same results as in one window; the result keeps aggregates of
+scored as a continuous flow with the same results whatever the window; the result keeps aggregates of
 every item and at most `keep_items` items."""
 
 from __future__ import annotations
@@ -169,3 +169,60 @@ def test_resume_skips_finished_windows_and_counts_their_items(
     assert resumed.count == 12 and [i.id for i in resumed.items] == [i.id for i in full.items]
     assert resumed.summaries["answer_similarity"].mean == full.summaries["answer_similarity"].mean
     assert sorted(i["id"] for i in _journal(tmp_path / "out")) == sorted(i.id for i in full.items)
+
+
+def _journal_order(monkeypatch: pytest.MonkeyPatch, scripted: ScriptedModel) -> list[tuple[str, int]]:
+    """(item id, requests the judge had answered) at each journaled item, in journal order."""
+    from evalframe.journal import Journal
+
+    seen: list[tuple[str, int]] = []
+    append = Journal.append
+
+    def spy(self: Journal, item: Any) -> None:
+        seen.append((item.id, scripted.count()))
+        append(self, item)
+
+    monkeypatch.setattr(Journal, "append", spy)
+    return seen
+
+
+def test_items_flow_continuously_a_bounded_number_in_flight(
+    scripted: ScriptedModel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With 2 requests at a time, about 4 items are in flight: the first is journaled after a few
+    requests, not after every row's first step (the progress bar moves at once on a large run)."""
+    seen = _journal_order(monkeypatch, scripted)
+    path = _dataset(tmp_path / "d.jsonl", 40)
+    overrides = ["scorer=answer_similarity", *fake_model(scripted), "tracking=none", "concurrency=2"]
+    config = compose([*overrides, "dataset=jsonl", f"dataset.path={path}"])
+    result = pipeline.evaluate(config, tmp_path / "o")[0]
+    assert result.count == 40 and len(seen) == 40
+    assert seen[0][1] <= 4 * 3  # 4 items of at most 3 requests each; window by window: 80 extractions first
+    assert [i.id for i in result.items] == [f"r{i}" for i in range(40)]  # the result keeps the rows' order
+
+
+def test_a_slow_item_does_not_hold_back_the_next_rows(
+    scripted: ScriptedModel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No window barrier: while one item's request is stalled, the rows after it go on being scored
+    (window=4 used to let at most 3 items pass a stalled one)."""
+    from tests.fake_judge import judge
+    from tests.testserver import Fault
+
+    stalled: list[bool] = []
+
+    def slow_first(request: Any) -> Any:
+        if "Answer 0." in json.dumps(request.messages) and not stalled:
+            stalled.append(True)
+            return Fault(status=503, delay=1.5)  # a slow failure, retried: the item is late, not lost
+        return judge(request)
+
+    scripted.responder = slow_first
+    seen = _journal_order(monkeypatch, scripted)
+    path = _dataset(tmp_path / "d.jsonl", 24)
+    overrides = ["scorer=answer_similarity", *fake_model(scripted), "tracking=none", "concurrency=4"]
+    config = compose([*overrides, "dataset=jsonl", f"dataset.path={path}", "window=4"])
+    result = pipeline.evaluate(config, tmp_path / "o")[0]
+    assert result.count == 24 and stalled
+    order = [item for item, _ in seen]
+    assert order.index("r0") >= 20, order  # the other rows flowed past the stalled one

@@ -11,6 +11,10 @@ OpenAI) so they exercise LiteLLM's real HTTP, retry and parsing code. Wire shape
                                         "json_tool_call" (older models, e.g. claude-3-5-haiku)
 * Gemini     POST /models/M:generateContent  generationConfig.response_json_schema
 * Ollama     POST /api/chat             "format"
+
+OpenAI's Batch API too: POST /v1/files (multipart upload of a JSONL of chat requests), POST /v1/batches,
+GET /v1/batches/ID (in progress until `batch_delay` seconds after its creation, then completed, every
+line answered by the responder as a chat request would be), GET /v1/files/ID/content.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
+import email.parser
 import hashlib
 import json
 import math
@@ -428,8 +433,13 @@ class _Handler(BaseHTTPRequestHandler):
                     "rate_limited": owner.rate_limited,
                     "early": owner.early,
                     "arrivals": owner.arrivals,
+                    "first": owner.first,  # wall clock of the first request's arrival (None: none yet)
+                    "batched": owner.batched,  # chat requests answered in batches (also in requests)
+                    "batch_api": dict(owner.batch_api),  # calls of each batch endpoint
                 }
             return self.send(200, stats)
+        if self.path.startswith("/v1/batches/") or self.path.startswith("/v1/files/"):
+            return self.server.owner._batch_api(self, b"")
         self.send(404, _error_body("openai", 404, f"unknown path {self.path}"))
 
     def do_POST(self) -> None:
@@ -461,6 +471,9 @@ class RequestLog:
         self.rate_limited = 0  # requests answered 429 by the rate limit (not by a Fault)
         self.early = 0  # requests that came back before the Retry-After their last 429 gave them
         self.arrivals: list[float] = []  # time.monotonic() of every request, in rate-limit mode
+        self.first: float | None = None  # time.time() when the first request arrived
+        self.batched = 0  # chat requests answered through the batch API
+        self.batch_api: dict[str, int] = {}  # "upload", "create", "retrieve", "content" -> calls
         self._lock = threading.Lock()
 
     def count(self, schema_name: str | None = None) -> int:
@@ -473,6 +486,9 @@ class RequestLog:
             self.faults = 0
             self.rate_limited = self.early = 0
             self.arrivals.clear()
+            self.first = None
+            self.batched = 0
+            self.batch_api = {}
 
 
 class FakeLLMServer(RequestLog):
@@ -485,8 +501,12 @@ class FakeLLMServer(RequestLog):
         seed: int = 0,
         port: int = 0,
         rate_limit: RateLimit | None = None,
+        batch_delay: float = 0.0,
     ):
         self.responder: Responder = responder or echo_schema_responder
+        self.batch_delay = batch_delay  # seconds from a batch's creation to its completion
+        self.files: dict[str, bytes] = {}
+        self.batches: dict[str, dict] = {}
         self.latency, self.error_rate, self.error_statuses = latency, error_rate, error_statuses
         self.seed, self.port = seed, port  # port=0: pick a free one
         self.rate_limit = rate_limit
@@ -580,8 +600,13 @@ class FakeLLMServer(RequestLog):
             return {**headers, **wait}
 
     def _handle(self, h: _Handler) -> None:
+        arrived = time.time()
+        with self._lock:
+            self.first = self.first or arrived
         raw = h.rfile.read(int(h.headers.get("Content-Length") or 0))
         path = h.path.split("?", 1)[0]
+        if path in ("/v1/files", "/v1/batches"):
+            return self._batch_api(h, raw)
         try:
             body = json.loads(raw or b"{}")
         except ValueError:
@@ -625,6 +650,129 @@ class FakeLLMServer(RequestLog):
             limits = self._limits(time.monotonic())[0] if self.rate_limit is not None else {}
         h.send(200, result, limits)
 
+    # -------------------------------------------------------------- OpenAI's Batch API
+    def _batch_api(self, h: _Handler, raw: bytes) -> None:
+        path = h.path.split("?", 1)[0]
+        reply: dict | None
+        if path == "/v1/files":
+            kind, reply = "upload", self._upload(h, raw)
+        elif path == "/v1/batches":
+            kind, reply = "create", self._create_batch(json.loads(raw or b"{}"))
+        elif path.startswith("/v1/batches/"):
+            kind, reply = "retrieve", self._batch(path.rsplit("/", 1)[-1])
+        elif path.startswith("/v1/files/") and path.endswith("/content"):
+            kind = "content"
+            content = self.files.get(path.split("/")[3])
+            if content is None:
+                return h.send(404, _error_body("openai", 404, f"no file {path}"))
+            with self._lock:
+                self.batch_api[kind] = self.batch_api.get(kind, 0) + 1
+            return h.send(200, content.decode(), {"Content-Type": "application/octet-stream"})
+        else:
+            return h.send(404, _error_body("openai", 404, f"unknown path {path}"))
+        with self._lock:
+            self.batch_api[kind] = self.batch_api.get(kind, 0) + 1
+        if reply is None:
+            return h.send(404, _error_body("openai", 404, f"unknown path {path}"))
+        h.send(200, reply)
+
+    def _upload(self, h: _Handler, raw: bytes) -> dict:
+        """A multipart/form-data upload (purpose, file)."""
+        head = f"Content-Type: {h.headers.get('Content-Type')}\r\n\r\n".encode()
+        message = email.parser.BytesParser().parsebytes(head + raw)
+        payload: list[Any] = message.get_payload()  # type: ignore[assignment]
+        parts: dict[str, Any] = {p.get_param("name", header="content-disposition"): p for p in payload}
+        data = parts["file"].get_payload(decode=True)
+        file_id = f"file-{uuid.uuid4().hex[:16]}"
+        with self._lock:
+            self.files[file_id] = data
+        return {
+            "id": file_id,
+            "object": "file",
+            "bytes": len(data),
+            "created_at": int(time.time()),
+            "filename": parts["file"].get_filename() or "batch.jsonl",
+            "purpose": parts["purpose"].get_payload(decode=True).decode() if "purpose" in parts else "batch",
+            "status": "processed",
+        }
+
+    def _create_batch(self, body: dict) -> dict | None:
+        lines = self.files.get(body.get("input_file_id", ""), b"").decode().splitlines()
+        if not lines:
+            return None
+        batch_id = f"batch_{uuid.uuid4().hex[:16]}"
+        batch = {
+            "id": batch_id,
+            "object": "batch",
+            "endpoint": body.get("endpoint", "/v1/chat/completions"),
+            "errors": None,
+            "input_file_id": body["input_file_id"],
+            "completion_window": body.get("completion_window", "24h"),
+            "status": "validating",
+            "output_file_id": None,
+            "error_file_id": None,
+            "created_at": int(time.time()),
+            "request_counts": {"total": len(lines), "completed": 0, "failed": 0},
+            "metadata": body.get("metadata"),
+            "_created": time.monotonic(),
+        }
+        with self._lock:
+            self.batches[batch_id] = batch
+        return self._public(batch)
+
+    def _batch(self, batch_id: str) -> dict | None:
+        batch = self.batches.get(batch_id)
+        if batch is None:
+            return None
+        if batch["status"] not in ("completed", "expired", "failed", "cancelled"):
+            if time.monotonic() - batch["_created"] < self.batch_delay:
+                batch["status"] = "in_progress"
+            else:
+                self._complete(batch)
+        return self._public(batch)
+
+    def _complete(self, batch: dict) -> None:
+        """Answer every line as the chat endpoint would (faults become that line's error)."""
+        out = []
+        for line in self.files[batch["input_file_id"]].decode().splitlines():
+            task = json.loads(line)
+            req = _parse(task["url"], task["body"], {})
+            assert req is not None and req.protocol == "openai", task["url"]
+            result = self.responder(req)
+            if isinstance(result, Fault):
+                with self._lock:
+                    self.faults += 1
+                error = _error_body("openai", result.status, f"fake {result.status}")
+                response = {"status_code": result.status, "request_id": uuid.uuid4().hex, "body": error}
+            else:
+                reply = _chat_reply(req, result if isinstance(result, str) else json.dumps(result))
+                response = {"status_code": 200, "request_id": uuid.uuid4().hex, "body": reply}
+                with self._lock:
+                    self.requests.append(req)
+                    self.batched += 1
+            out.append(
+                {
+                    "id": f"batch_req_{uuid.uuid4().hex[:12]}",
+                    "custom_id": task["custom_id"],
+                    "response": response,
+                    "error": None,
+                }
+            )
+        file_id = f"file-{uuid.uuid4().hex[:16]}"
+        with self._lock:
+            self.files[file_id] = "".join(json.dumps(o) + "\n" for o in out).encode()
+            done = sum(1 for o in out if o["response"]["status_code"] == 200)
+            batch.update(
+                status="completed",
+                output_file_id=file_id,
+                completed_at=int(time.time()),
+                request_counts={"total": len(out), "completed": done, "failed": len(out) - done},
+            )
+
+    @staticmethod
+    def _public(batch: dict) -> dict:
+        return {k: v for k, v in batch.items() if not k.startswith("_")}
+
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description="Run the evalframe fake LLM server until Ctrl-C.")
@@ -635,6 +783,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument(
         "--rate-limit", default=None, help="N/SECONDS: N requests per window of SECONDS, then 429 (e.g. 40/1)"
     )
+    ap.add_argument("--batch-delay", type=float, default=0.0, help="seconds before a batch completes")
     ap.add_argument("--responder", default=None, help="module:function answering requests (default: echo)")
     ap.add_argument(
         "--constrained",
@@ -659,6 +808,7 @@ def main(argv: list[str] | None = None) -> None:
         seed=args.seed,
         port=args.port,
         rate_limit=limit,
+        batch_delay=args.batch_delay,
     )
     print(f"fake LLM server at {server.start().base_url}  (OpenAI base: {server.openai_base})", flush=True)
     try:

@@ -28,6 +28,9 @@ EMPTY_OUTPUT = "empty output"  # the reason of an empty output's 0
 class Scorer(ABC):
     name: str = ""
     require_ground_truth: bool = True
+    # How many items it is best given at once (an embedding batch); the run starts rows in chunks
+    # of the largest of its scorers' and target's (one by one for judges, which score items apart).
+    chunk: int = 1
 
     def models(self) -> list[ModelSettings]:
         """Chat models this scorer calls (their credentials are checked before the run)."""

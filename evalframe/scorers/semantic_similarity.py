@@ -47,6 +47,7 @@ class SemanticSimilarity(Scorer):
         self.threshold = threshold
         self.require_ground_truth = require_ground_truth
         self.batch_size = batch_size
+        self.chunk = batch_size  # rows embedded together: a few calls per chunk, not one per row
         self.api_base = api_base
         self.api_key_env = api_key_env
         self.embedders = [
