@@ -112,6 +112,8 @@ async def run(
         for task in tasks:
             task.cancel()
     result.items.sort(key=lambda item: order.get(item.id, len(order)))
+    for listed in result.unscored.values():
+        listed.sort(key=lambda u: order.get(u.id, len(order)))
 
 
 T = TypeVar("T")

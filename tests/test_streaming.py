@@ -118,7 +118,12 @@ def test_small_windows_give_the_results_of_one_window(scripted: ScriptedModel, t
             assert a.scores[name].score == b.scores[name].score or (
                 math.isnan(a.scores[name].score) and math.isnan(b.scores[name].score)
             )
-    assert whole.summaries == windowed.summaries
+    # Items finish in any order, so sums of costs may differ in the last bit.
+    for name, summary in whole.summaries.items():
+        other = windowed.summaries[name]
+        assert replace(summary, cost=0) == replace(other, cost=0) and summary.cost == pytest.approx(
+            other.cost
+        )
     journaled = _journal(tmp_path / "windowed")
     assert sorted(i["id"] for i in journaled) == sorted(i.id for i in whole.items)  # each item once
 
