@@ -21,7 +21,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -39,8 +39,9 @@ def free_port() -> int:
 
 
 @contextmanager
-def judge_server(latency: float, batch_delay: float = 0.0) -> Iterator[str]:
-    """The fake judge (tests/fake_judge.py) in a subprocess; yields its base URL."""
+def judge_server(latency: float, batch_delay: float = 0.0, extra: Sequence[str] = ()) -> Iterator[str]:
+    """The fake judge (tests/fake_judge.py) in a subprocess, with the test server's `extra` options
+    (e.g. --rate-limit 40/1); yields its base URL."""
     port = free_port()
     proc = subprocess.Popen(
         [
@@ -55,6 +56,7 @@ def judge_server(latency: float, batch_delay: float = 0.0) -> Iterator[str]:
             "tests.fake_judge:judge",
             "--batch-delay",
             str(batch_delay),
+            *extra,
         ],
         cwd=ROOT,
         stdout=subprocess.PIPE,

@@ -20,54 +20,21 @@ import argparse
 import bisect
 import contextlib
 import io
-import json
 import math
 import os
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 
-from bench import ROOT, compose, free_port, synthetic_dataset
+from bench import compose, judge_server, server_stats, synthetic_dataset
 
 
-@contextmanager
-def limited_server(per_second: int, latency: float) -> Iterator[str]:
-    port = free_port()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tests.testserver",
-            "--port",
-            str(port),
-            "--latency",
-            str(latency),
-            "--responder",
-            "tests.fake_judge:judge",
-            "--rate-limit",
-            f"{per_second}/1",
-        ],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        proc.stdout.readline()  # "fake LLM server at ..." once it listens
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        proc.wait()
-
-
-def server_stats(base: str) -> dict:
-    with urllib.request.urlopen(f"{base}/_stats") as response:
-        return dict(json.load(response))
+def limited_server(per_second: int, latency: float) -> AbstractContextManager[str]:
+    """The fake judge limited to `per_second` requests a second (then 429 with Retry-After)."""
+    return judge_server(latency, extra=("--rate-limit", f"{per_second}/1"))
 
 
 def busiest_second(arrivals: list[float], seconds: float = 1.0) -> int:
