@@ -176,10 +176,10 @@ def test_the_readmes_batch_command_runs_as_written(server: FakeLLMServer, tmp_pa
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     block = readme.split("## Batch judging", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
     [command] = [line for line in block.splitlines() if line.strip()]
-    assert command.startswith("python -m evalframe ")
+    assert command.startswith("evalframe ")
     here = [f"model.api_base={server.openai_base}", "model.batch_poll=0.1", "dataset.limit=3"]
     here.append("tracking=none")
-    result = run_cli([*command.split()[3:], *here], cwd=tmp_path, env={"OPENAI_API_KEY": FAKE_KEY})
+    result = run_cli([*command.split()[1:], *here], cwd=tmp_path, env={"OPENAI_API_KEY": FAKE_KEY})
     assert result.returncode == 0, result.stderr
     assert "requests in batches at the batch price; without batching $" in result.stdout.replace("\n", " ")
     assert server.batched > 0 and server.batched == len(server.requests)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -130,7 +131,7 @@ def test_the_readme_github_actions_step_runs_as_written(tmp_path: Path, judge_se
     step = readme.split("- name: Compare with the baseline run", 1)[1].split("```", 1)[0]
     script = step.split("run: |\n", 1)[1]
     lines = [line.strip() for line in script.splitlines() if line.strip()]
-    assert lines[-1] == "python -m evalframe compare baseline=$BASELINE_RUN_ID candidate=$CANDIDATE"
+    assert lines[-1] == "evalframe compare baseline=$BASELINE_RUN_ID candidate=$CANDIDATE"
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     model = " ".join(fake_model(judge_server))
     overrides = ["scorer=answer_similarity", *fake_model(judge_server), "dataset.limit=6"]
@@ -143,8 +144,10 @@ def test_the_readme_github_actions_step_runs_as_written(tmp_path: Path, judge_se
         .replace("${{ github.sha }}", "abc123")
         .replace("model=gpt", f"{model} dataset.limit=6")
     )
+    # `evalframe` as this interpreter runs it (the venv's command need not be on the test's PATH).
+    shell = re.sub(r"^evalframe ", f"{sys.executable} -m evalframe ", shell, flags=re.M)
     done = subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", shell.replace("python ", f"{__import__('sys').executable} ")],
+        ["bash", "-euo", "pipefail", "-c", shell],
         cwd=tmp_path,
         env={**__import__("os").environ, "MLFLOW_TRACKING_URI": uri, "BASELINE_RUN_ID": baseline.group(1)},
         capture_output=True,

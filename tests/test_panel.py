@@ -421,10 +421,10 @@ def test_a_panel_of_two_judges_on_two_servers_from_the_command_line(tmp_path: Pa
 
 
 def readme_command(marker: str) -> list[str]:
-    """The arguments of the README's `python -m evalframe ...` line containing `marker`, as written."""
+    """The arguments of the README's `evalframe ...` line containing `marker`, as written."""
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    [line] = [x for x in readme.splitlines() if x.startswith("python -m evalframe ") and marker in x]
-    return shlex.split(line)[3:]
+    [line] = [x for x in readme.splitlines() if x.startswith("evalframe ") and marker in x]
+    return shlex.split(line)[1:]
 
 
 @pytest.mark.slow
