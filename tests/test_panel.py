@@ -411,8 +411,8 @@ def test_a_panel_of_two_judges_on_two_servers_from_the_command_line(tmp_path: Pa
     )
     assert -1 <= metrics["answer_similarity/judge_agreement/spearman"] <= 1
     # An empty output scores 0 with no judge asked: agreement counts the items the judges saw.
-    asked = [i for i in items if i["output"].strip()]
-    assert metrics["answer_similarity/judge_agreement/n"] == len(asked) < len(items)
+    seen = [i for i in items if i["output"].strip()]
+    assert metrics["answer_similarity/judge_agreement/n"] == len(seen) < len(items)
     assert metrics["answer_similarity/mean"] == pytest.approx(
         sum(item["scores"]["answer_similarity"]["score"] for item in items) / len(items)
     )
