@@ -213,15 +213,18 @@ def reasons(result: RunResult, items: list[Any] | None = None) -> str:
     return "\n".join(lines)
 
 
+def scorer_judges(spec: Any) -> list[str]:
+    """A scorer's judge models: its panel's (`models`: preset names or mappings), else its `model`."""
+    if not isinstance(spec, Mapping):
+        return []
+    panel = [m if isinstance(m, str) else str(m.get("name")) for m in spec.get("models") or []]
+    return panel or ([str(spec["model"]["name"])] if (spec.get("model") or {}).get("name") else [])
+
+
 def judges(config: Mapping[str, Any]) -> str:
-    """The judge models of a run's scorers (a panel's every one), comma-separated; "none" without."""
-    names = set()
-    for spec in (config.get("scorers") or {}).values():
-        if not isinstance(spec, Mapping):
-            continue
-        panel = [m if isinstance(m, str) else str(m.get("name")) for m in spec.get("models") or []]
-        names.update(panel or ([str(spec["model"]["name"])] if (spec.get("model") or {}).get("name") else []))
-    return ",".join(sorted(names)) or "none"
+    """The judge models of a run's scorers, comma-separated; "none" when no scorer calls a model."""
+    scorers = (config.get("scorers") or {}).values()
+    return ",".join(sorted({name for spec in scorers for name in scorer_judges(spec)})) or "none"
 
 
 def facts(config: Mapping[str, Any], result: RunResult) -> dict[str, str]:

@@ -218,21 +218,13 @@ def log_report(result: RunResult, run_dir: Path, title: str) -> None:
         mlflow.log_artifacts(str(run_dir / html_report.PLOTS), html_report.PLOTS)
 
 
-def _judges(spec: Any) -> list[str]:
-    """A scorer's judge models: its panel's (`models`: preset names or mappings), else its `model`."""
-    if not isinstance(spec, Mapping):
-        return []
-    panel = [m if isinstance(m, str) else str(m.get("name")) for m in spec.get("models") or []]
-    return panel or ([str(spec["model"]["name"])] if (spec.get("model") or {}).get("name") else [])
-
-
 def _sources(config: Mapping[str, Any]) -> dict[str, Any]:
     """Who gave each scorer's verdict: the judge model(s) for LLM scorers, evalframe's code otherwise."""
     from mlflow.entities import AssessmentSource, AssessmentSourceType
 
     sources = {}
     for name, spec in (config.get("scorers") or {}).items():
-        model = ",".join(_judges(spec))
+        model = ",".join(summary.scorer_judges(spec))
         sources[name] = (
             AssessmentSource(source_type=AssessmentSourceType.LLM_JUDGE, source_id=str(model))
             if model
