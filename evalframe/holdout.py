@@ -12,6 +12,7 @@ held-out rows once, the second re-scores its cached replies.
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -56,11 +57,20 @@ def check(
     interval = NONE
     scorer = objective.metric.split("/", 1)[0]
     if statistic is not None and scorer in tuned.scores:
+        # Paired by item id: items finish in any order, so the runs' score arrays do not line up.
+        other = {item.id: item for item in default.items}
+        paired = [
+            (
+                item.scores[scorer].score,
+                other[item.id].scores[scorer].score,
+                math.nan if item.human is None else item.human,
+            )
+            for item in tuned.items
+            if item.id in other
+        ]
+        best_scores, default_scores, human = (list(column) for column in zip(*paired, strict=True))
         interval = bootstrap(
-            lambda b, d, h: statistic(b, h) - statistic(d, h),
-            tuned.scores[scorer],
-            default.scores[scorer],
-            tuned.human,
+            lambda b, d, h: statistic(b, h) - statistic(d, h), best_scores, default_scores, human
         )[0]
     assert tuned.objective is not None and default.objective is not None
     return Holdout(objective, tuned.count, tuned.objective.value, default.objective.value, interval)

@@ -149,7 +149,10 @@ def job(number: int, values: str, objective: Objective | None, code: int) -> Non
     """A sweep job's one line: its table is in its report.html and MLflow run, the sweep's at the end."""
     measured = f"{objective.metric} {fmt(objective.value)}" if objective else "no objective"
     verdict = "" if code == 0 else "  [red]FAILED[/red]"
-    console.print(f"job {number}: {escape(values) or '(no swept values)'}  {measured}  exit {code}{verdict}")
+    console.print(
+        f"job {number}: {escape(values) or '(no swept values)'}  {measured}  exit {code}{verdict}",
+        soft_wrap=True,
+    )
 
 
 def gate(code: int, checks: list[Check]) -> None:
