@@ -219,7 +219,9 @@ def test_a_slow_item_does_not_hold_back_the_next_rows(
     def slow_first(request: Any) -> Any:
         if "Answer 0." in json.dumps(request.messages) and not stalled:
             stalled.append(True)
-            return Fault(status=503, delay=1.5)  # a slow failure, retried: the item is late, not lost
+            # Stalled until model.timeout (10 s), then retried: the item is late, not lost. Long enough
+            # for the other 23 rows on a loaded machine: the test counts order, not seconds.
+            return Fault(status=503, delay=60)
         return judge(request)
 
     scripted.responder = slow_first
