@@ -129,20 +129,27 @@ def evaluate(overrides: list[str], out: Path) -> float:
     return time.perf_counter() - started
 
 
+def judge_args(base: str, data: Path, concurrency: int, *extra: str) -> list[str]:
+    """The command line of an answer-similarity run of `data` against the fake judge at `base`,
+    uncached, with `concurrency` requests in flight."""
+    return [
+        "scorer=answer_similarity",
+        "model=gpt",
+        f"model.api_base={base}/v1",
+        "tracking=none",
+        "cache.mode=off",
+        "dataset=jsonl",
+        f"dataset.path={data}",
+        f"concurrency={concurrency}",
+        *extra,
+    ]
+
+
 def bench_throughput(base: str, work: Path, items: int, latency: float, concurrency: int) -> None:
     data = synthetic_dataset(work / "a.jsonl", items)
     before = requests_served(base)
     seconds = evaluate(
-        [
-            "scorer=answer_similarity",
-            "model=gpt",
-            f"model.api_base={base}/v1",
-            "tracking=none",
-            "cache.mode=off",
-            "dataset=jsonl",
-            f"dataset.path={data}",
-            f"concurrency={concurrency}",
-        ],
+        judge_args(base, data, concurrency),
         work / "a",
     )
     calls = requests_served(base) - before
@@ -196,17 +203,7 @@ def bench_process(codes: dict[str, Path], work: Path, items: int, latency: float
                 cwd = work / f"process-{name}-{concurrency}"
                 cwd.mkdir()
                 before = requests_served(base)
-                args = [
-                    "scorer=answer_similarity",
-                    "model=gpt",
-                    f"model.api_base={base}/v1",
-                    "tracking=none",
-                    "cache.mode=off",
-                    "dataset=jsonl",
-                    f"dataset.path={data}",
-                    f"concurrency={concurrency}",
-                ]
-                seconds = cli_run(code, args, cwd, dict(os.environ))
+                seconds = cli_run(code, judge_args(base, data, concurrency), cwd, dict(os.environ))
                 ended = time.time()
                 calls = requests_served(base) - before
                 limit = calls * latency / concurrency

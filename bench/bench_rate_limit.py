@@ -29,7 +29,7 @@ import time
 from contextlib import AbstractContextManager
 from pathlib import Path
 
-from bench import compose, judge_server, server_stats, synthetic_dataset
+from bench import compose, judge_args, judge_server, server_stats, synthetic_dataset
 
 
 def limited_server(per_second: int, latency: float) -> AbstractContextManager[str]:
@@ -43,26 +43,12 @@ def busiest_second(arrivals: list[float], seconds: float = 1.0) -> int:
     return max((bisect.bisect_left(times, t + seconds) - i for i, t in enumerate(times)), default=0)
 
 
-def judge(base: str, data: Path, concurrency: int, *extra: str) -> list[str]:
-    return [
-        "scorer=answer_similarity",
-        "model=gpt",
-        f"model.api_base={base}/v1",
-        "tracking=none",
-        "cache.mode=off",
-        "dataset=jsonl",
-        f"dataset.path={data}",
-        f"concurrency={concurrency}",
-        *extra,
-    ]
-
-
 def bench_run(label: str, base: str, work: Path, rows: int, per_second: int, *extra: str) -> None:
     from evalframe import llm, pipeline
 
     llm.lib()  # importing litellm is not the run
     data = synthetic_dataset(work / f"{label}.jsonl", rows)
-    config = compose(judge(base, data, 32, *extra))
+    config = compose(judge_args(base, data, 32, *extra))
     before = server_stats(base)
     started = time.monotonic()  # CLOCK_MONOTONIC: the server's clock too, on one machine
     with contextlib.redirect_stdout(io.StringIO()):
@@ -95,7 +81,7 @@ def bench_sweep(base: str, work: Path, rows: int, rpm: int, jobs: int = 4) -> No
     temperatures = ",".join(f"0.{i}" for i in range(jobs))  # in the cache key: every job asks anew
     args = [
         "-m",
-        *judge(base, data, 8, f"model.rpm={rpm}"),
+        *judge_args(base, data, 8, f"model.rpm={rpm}"),
         f"model.temperature={temperatures}",
         "hydra/launcher=joblib",
         f"hydra.launcher.n_jobs={jobs}",
