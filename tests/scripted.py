@@ -94,6 +94,8 @@ class ScriptedModel(RequestLog):
                 )
                 await asyncio.sleep(scripted.latency)
                 reply = scripted.responder(request)
+                if asyncio.iscoroutine(reply):  # a responder that waits for something, not for a clock
+                    reply = await reply
                 if isinstance(reply, Fault):
                     await scripted._fail(litellm, reply, model, kwargs.get("timeout"))
                 scripted._record(request)  # answered requests only, as the server logs them

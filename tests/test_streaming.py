@@ -4,6 +4,7 @@ every item and at most `keep_items` items."""
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 import math
@@ -212,16 +213,22 @@ def test_a_slow_item_does_not_hold_back_the_next_rows(
     """No window barrier: while one item's request is stalled, the rows after it go on being scored
     (window=4 used to let at most 3 items pass a stalled one)."""
     from tests.fake_judge import judge
-    from tests.testserver import Fault
 
     stalled: list[bool] = []
+
+    async def held(request: Any) -> Any:
+        # Held until 20 other items are journaled (not for a number of seconds: a loaded machine may
+        # take any time to score them); a window barrier would never let them pass, so 120 s is the cap.
+        for _ in range(2400):
+            if len(seen) >= 20:
+                break
+            await asyncio.sleep(0.05)
+        return judge(request)
 
     def slow_first(request: Any) -> Any:
         if "Answer 0." in json.dumps(request.messages) and not stalled:
             stalled.append(True)
-            # Stalled until model.timeout (10 s), then retried: the item is late, not lost. Long enough
-            # for the other 23 rows on a loaded machine: the test counts order, not seconds.
-            return Fault(status=503, delay=60)
+            return held(request)
         return judge(request)
 
     scripted.responder = slow_first
