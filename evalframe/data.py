@@ -20,6 +20,16 @@ from evalframe.errors import ConfigError, DataError
 from evalframe.paths import RESOURCES_DIR, SAMPLE_DATASET
 
 FIELDS = ("id", "input", "ground_truth", "output")
+# Columns of retrieval-augmented and tool-using applications: lists, each optional, mapped like the
+# others (dataset.columns.contexts=...). A scorer that needs one names it in `needs`.
+LISTS = (
+    "contexts",
+    "context_ids",
+    "reference_context_ids",
+    "tool_calls",
+    "expected_tool_calls",
+    "available_tools",
+)
 
 
 @dataclass(frozen=True)
@@ -31,6 +41,22 @@ class Row:
     line: int  # where the row is in its file, for error messages
     extra: Mapping[str, Any] = field(default_factory=dict)  # every column, for prompt templates
     human: float | None = None  # a person's score of the output (dataset.human_score), for agreement
+    # The LISTS columns (None: the dataset has no such column for this row):
+    contexts: list[str] | None = None  # the retrieved chunks, in their rank order
+    context_ids: list[str] | None = None  # the retrieved chunks' ids, in the same order
+    reference_context_ids: list[str] | None = None  # the ids of the chunks that should be retrieved
+    tool_calls: list[ToolCall] | None = None  # the calls the application made, in order
+    expected_tool_calls: list[ToolCall] | None = None
+    available_tools: list[str] | None = None  # the names of the tools it was offered
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    name: str
+    arguments: Mapping[str, Any]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "arguments": dict(self.arguments)}
 
 
 def _text(value: Any) -> str | None:
@@ -107,13 +133,100 @@ def _human(record: Mapping[str, Any], column: str | None, where: str) -> float |
         ) from None
 
 
+def _json_list(value: Any, column: str, where: str) -> list[Any]:
+    """A list column's value: a list, or a JSON list written as text (a CSV cell)."""
+    if isinstance(value, str):
+        text = value.strip()
+        if not text.startswith("["):
+            raise DataError(
+                f"{where}: {column!r} must be a list (a JSON list in a CSV cell), got text {_short(value)}"
+            )
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise DataError(
+                f"{where}: {column!r} is not a valid JSON list ({e.msg} at column {e.colno})"
+            ) from None
+    if not isinstance(value, list):
+        raise DataError(f"{where}: {column!r} must be a list, got {type(value).__name__}")
+    return value
+
+
+def _short(text: str) -> str:
+    return repr(text if len(text) <= 40 else text[:40] + "...")
+
+
+def _texts(value: list[Any], column: str, where: str) -> list[str]:
+    """Chunks or ids as text: strings as they are, numbers and objects as JSON text."""
+    out = []
+    for i, v in enumerate(value):
+        if v is None:
+            raise DataError(f"{where}: {column!r}[{i}] is null; drop it or give its text")
+        out.append(_text(v) or "")
+    return out
+
+
+def tool_call(value: Any, column: str, where: str) -> ToolCall:
+    """One tool call, as {name, arguments} or in OpenAI's shape ({type: function, function: {name,
+    arguments}}, arguments being JSON text); arguments may be an object or JSON text."""
+    spec = value.get("function", value) if isinstance(value, Mapping) else None
+    if not isinstance(spec, Mapping) or not isinstance(spec.get("name"), str) or not spec["name"]:
+        raise DataError(
+            f"{where}: {column!r} holds {_short(json.dumps(value, default=str))}, not a tool call; "
+            'write each call as {"name": "...", "arguments": {...}}'
+        )
+    arguments = spec.get("arguments")
+    if arguments is None or arguments == "":
+        arguments = {}
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except json.JSONDecodeError as e:
+            raise DataError(
+                f"{where}: {column!r}: the arguments of {spec['name']} are not valid JSON ({e.msg})"
+            ) from None
+    if not isinstance(arguments, Mapping):
+        raise DataError(f"{where}: {column!r}: the arguments of {spec['name']} must be an object")
+    return ToolCall(spec["name"], dict(arguments))
+
+
+def _tool_name(value: Any, column: str, where: str) -> str:
+    """An offered tool: its name, or its definition (OpenAI's {type: function, function: {name}})."""
+    if isinstance(value, str) and value:
+        return value
+    return tool_call({**value, "arguments": {}} if isinstance(value, Mapping) else value, column, where).name
+
+
+def lists_of(record: Mapping[str, Any], columns: Mapping[str, str | None], where: str) -> dict[str, Any]:
+    """The LISTS columns of one record as Row fields, checked; a column the record lacks is None."""
+    found: dict[str, Any] = {}
+    for name in LISTS:
+        column = columns.get(name, name)
+        if column is None or record.get(column) is None:
+            continue
+        value = _json_list(record[column], column, where)
+        if name in ("tool_calls", "expected_tool_calls"):
+            found[name] = [tool_call(v, column, where) for v in value]
+        elif name == "available_tools":
+            found[name] = [_tool_name(v, column, where) for v in value]
+        else:
+            found[name] = _texts(value, column, where)
+    return found
+
+
+def column_names(cfg: Mapping[str, Any]) -> dict[str, str | None]:
+    """The dataset column each field is read from (dataset.columns; a field's own name by default)."""
+    mapped = cfg.get("columns") or {}
+    return {name: mapped.get(name, name) for name in (*FIELDS, *LISTS)}
+
+
 def _rows(
     numbered: Iterable[tuple[int, Any]], cfg: Mapping[str, Any], source: str, unit: str, input_fix: str
 ) -> Iterator[Row]:
     """Rows from (line or record number, record) pairs through the `dataset` config's column mapping,
     human score and limit, each checked: errors name the source, the `unit` and its number, and the
     field (`input_fix` says how to map the input column). Only the ids are kept, to catch repeats."""
-    columns = {name: (cfg.get("columns") or {}).get(name, name) for name in FIELDS}
+    columns = column_names(cfg)
     human_column = cfg.get("human_score")
     limit = cfg.get("limit")
     seen: dict[str, int] = {}
@@ -163,6 +276,7 @@ def _row(
         line=number,
         extra=dict(record),
         human=_human(record, human_column, where),
+        **lists_of(record, columns, where),
     )
 
 
@@ -301,12 +415,14 @@ def load_rows(cfg: Mapping[str, Any]) -> list[Row]:
     return rows
 
 
-def require(rows: Iterable[Row], path: str, field_name: str, why: str) -> None:
-    """Fail before any model call if a row lacks a field a scorer or target needs."""
+def require(rows: Iterable[Row], path: str, field_name: str, why: str, column: str | None = None) -> None:
+    """Fail before any model call if a row lacks a field a scorer or target needs (read from
+    `column`, which the error names)."""
+    read_from = f" (read from column {column!r})" if column else ""
     for row in rows:
         if getattr(row, field_name) is None:
             raise DataError(
-                f"{path}, line {row.line} (id {row.id}): no {field_name}, which {why}. "
+                f"{path}, line {row.line} (id {row.id}): no {field_name}, which {why}{read_from}. "
                 f"Fill it in, map the right column with dataset.columns.{field_name}=..., or drop the row"
             )
 

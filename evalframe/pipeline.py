@@ -93,14 +93,13 @@ def plan(config: dict[str, Any], given: Given | None = None) -> Plan:
         rows = data.Rows.of(given.rows, given.source)
     else:
         rows = data.Rows.from_config(config["dataset"])
-    needs_truth = [name for name, scorer in scorers.items() if scorer.require_ground_truth]
+    needs = [(name, need) for name, scorer in scorers.items() for need in scorer.required()]
+    columns = data.column_names(config.get("dataset") or {})
 
     def check(window: list[Row]) -> None:
         target.validate(window, rows.source)
-        for name in needs_truth:
-            data.require(
-                window, rows.source, "ground_truth", f"scorer {name} requires (require_ground_truth=true)"
-            )
+        for name, need in needs:
+            data.require(window, rows.source, need, f"scorer {name} needs", columns[need])
 
     first = rows.validate(check, window_size(config))  # the whole file, one pass, before any call
     if given.rows is None:  # (rows given as they are, the API's or a re-score's, are never split)

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from evalframe import config as configs
-from evalframe import report, tracking
+from evalframe import data, report, tracking
 from evalframe.cache import Replay, ReplayMiss
 from evalframe.context import Context
 from evalframe.data import Row
@@ -156,7 +156,10 @@ class StoredOutputs(Target):
         return [(self.items[row.id].output, made(self.items[row.id])) for row in rows]
 
 
-def rows_of(items: list[ItemResult]) -> list[Row]:
+def rows_of(items: list[ItemResult], dataset: Mapping[str, Any]) -> list[Row]:
+    """The logged run's rows, their list columns (contexts, tool calls) read from the stored records
+    through the run's column mapping."""
+    columns = data.column_names(dataset)
     return [
         Row(
             id=i.id,
@@ -166,6 +169,7 @@ def rows_of(items: list[ItemResult]) -> list[Row]:
             line=n,
             extra=i.record,
             human=i.human,
+            **data.lists_of(i.record, columns, f"item {i.id}"),
         )
         for n, i in enumerate(items, start=1)
     ]
@@ -185,9 +189,11 @@ def replies(items: list[ItemResult]) -> dict[str, dict[str, Any]]:
     return stored
 
 
-def replayed(items: list[ItemResult], source: str) -> Given:
-    """The logged run as the pipeline's input: its rows and outputs, and its replies as the cache."""
-    return Given(StoredOutputs(items), rows=rows_of(items), source=source, cache=Replay(replies(items)))
+def replayed(items: list[ItemResult], source: str, dataset: Mapping[str, Any] | None = None) -> Given:
+    """The logged run as the pipeline's input: its rows and outputs, and its replies as the cache
+    (`dataset`: the run's dataset config, whose column mapping reads the rows' list columns)."""
+    rows = rows_of(items, dataset or {})
+    return Given(StoredOutputs(items), rows=rows, source=source, cache=Replay(replies(items)))
 
 
 def culprits(old: list[str], new: list[str], items: list[ItemResult], source: str) -> list[str]:
@@ -196,8 +202,9 @@ def culprits(old: list[str], new: list[str], items: list[ItemResult], source: st
     found = []
     for override in new:
         try:
-            given = replayed(items, source)
-            p = plan(configs.resolve(configs.compose(merge(old, [override]))), given)
+            config = configs.resolve(configs.compose(merge(old, [override])))
+            given = replayed(items, source, config["dataset"])
+            p = plan(config, given)
             ctx = Context(limiter=asyncio.Semaphore(8), cache=given.cache or Replay({}))
             with tempfile.TemporaryDirectory() as scratch:
                 journal = Journal(Path(scratch))
@@ -272,10 +279,9 @@ def main(config: dict[str, Any], output_dir: Path, overrides: list[str]) -> tupl
         }
 
     old = [o for o in overrides if o not in logged.new]
+    given = replayed(items, source, config["dataset"])
     try:
-        result, code = evaluate(
-            config, output_dir, overrides=overrides, given=replayed(items, source), annotate=annotate
-        )
+        result, code = evaluate(config, output_dir, overrides=overrides, given=given, annotate=annotate)
     except ReplayMiss as miss:
         raise ConfigError(explain(miss, run_id, culprits(old, logged.new, items, source))) from None
     return code, result.objective

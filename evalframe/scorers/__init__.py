@@ -32,9 +32,16 @@ class Scorer(ABC):
     # of the largest of its scorers' and target's (one by one for judges, which score items apart).
     chunk: int = 1
 
+    # Row fields every row must have (data.LISTS: contexts, tool_calls, ...), checked before any call
+    needs: tuple[str, ...] = ()
+
     def models(self) -> list[ModelSettings]:
         """Chat models this scorer calls (their credentials are checked before the run)."""
         return []
+
+    def required(self) -> tuple[str, ...]:
+        """The row fields this scorer cannot score without."""
+        return ("ground_truth", *self.needs) if self.require_ground_truth else self.needs
 
     def validate(self, sample: Row) -> None:  # noqa: B027 - optional hook
         """Check prompts and settings before any model call; raise EvalframeError to stop the run."""
