@@ -32,6 +32,9 @@ os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # no bar for one small download
 os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")  # not "Creating initial MLflow database tables..."
+# Not MLflow's two "View run ... / View experiment ..." lines per run on a tracking server: the run
+# prints its own one `View:` line, and a sweep one line per job.
+os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
 
 # How long a tracking server gets to answer one probe before the run is logged as failed: MLflow's own
 # client would wait minutes on a server that accepts connections and never answers.

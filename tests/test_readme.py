@@ -118,6 +118,22 @@ COMMANDS = [
 ]
 
 
+def test_every_local_link_and_picture_is_there() -> None:
+    """A picture or file the README links to exists, and each #anchor names one of its headings."""
+    text = README.read_text()
+    anchors = {
+        re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        for heading in re.findall(r"^#+ (.+)$", text, re.MULTILINE)
+    }
+    targets = re.findall(r"\]\(([^)\s]+)\)", text)
+    assert any(t.endswith(".png") for t in targets)
+    for target in targets:
+        if target.startswith("#"):
+            assert target[1:] in anchors, f"README links to {target}, which is no heading"
+        elif not re.match(r"[a-z]+://", target):
+            assert (ROOT / target.split("#")[0]).exists(), f"README links to {target}, which is not there"
+
+
 def test_every_block_is_run_or_says_why_not() -> None:
     makefile = (ROOT / "Makefile").read_text()
     unknown = []
