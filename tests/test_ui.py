@@ -126,6 +126,7 @@ def test_a_sweep_as_a_person_sees_it_in_the_mlflow_ui(
         env={"OPENAI_API_KEY": "sk-x"},
     )
     assert result.returncode == 0, result.stderr
+    assert "View run" not in result.stdout  # MLflow's own two lines per run: the run prints one of its own
 
     client = MlflowClient(mlflow_server)
     parent, children = sweep_runs(mlflow_server, "ui")
