@@ -1,6 +1,8 @@
 """Batch judging (`model.batch=true`): a model's requests go through the provider's batch API, at half
 the normal price, for evaluations where waiting minutes or hours is fine. OpenAI's Batch API (and any
-OpenAI-compatible server that has it), through LiteLLM's file and batch functions.
+OpenAI-compatible server that has it), through LiteLLM's file and batch functions. Not Anthropic's
+Message Batches: LiteLLM 1.106 can retrieve them and read their results but not create one, so
+ModelSettings.check_credentials refuses `batch=true` on any other provider before the run starts.
 
 Only the transport differs from a normal call: the same prompts, the same validation, the same cache
 (the model door asks the batcher only for what the cache does not hold). Requests are gathered while

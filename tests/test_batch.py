@@ -5,6 +5,7 @@ journaled as they are created so that a killed run collects them on resume."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -108,11 +109,54 @@ def test_an_invalid_or_failed_batch_reply_goes_again_in_the_next_batch(
     assert server.batch_api["create"] == 3
 
 
-def test_batch_needs_an_openai_model_and_says_so_before_any_call(tmp_path: Path) -> None:
-    config = compose(["scorer=answer_similarity", "model=claude", "model.batch=true", "tracking=none"])
-    os.environ.setdefault("ANTHROPIC_API_KEY", FAKE_KEY)
-    with pytest.raises(ConfigError, match=r"model.batch=true .* not an OpenAI model"):
+@pytest.mark.parametrize("key", ["model", "target.model"])
+def test_batch_needs_an_openai_model_and_says_so_before_any_call(
+    server: FakeLLMServer, tmp_path: Path, key: str
+) -> None:
+    pick = "model=claude" if key == "model" else f"model@{key}=claude"
+    claude = [pick, f"{key}.api_base={server.base_url}", f"{key}.batch=true"]
+    target = ["target=llm"] if key == "target.model" else []
+    config = compose(["scorer=answer_similarity", *target, "tracking=none", *claude])
+    match = rf"^{key}.batch=true: .* anthropic/claude-sonnet-4-5 is not an OpenAI model \(LiteLLM cannot"
+    with pytest.raises(ConfigError, match=match):
         pipeline.evaluate(config, tmp_path / "o")
+    assert server.requests == [] and server.batch_api == {}
+
+
+@pytest.mark.slow
+def test_batch_on_anthropic_exits_2_with_one_line_before_any_call(
+    server: FakeLLMServer, tmp_path: Path
+) -> None:
+    from tests.conftest import run_cli
+
+    args = ["scorer=answer_similarity", *fake_model(server, "claude"), "model.batch=true", "tracking=none"]
+    result = run_cli(args, cwd=tmp_path, env={"ANTHROPIC_API_KEY": FAKE_KEY})
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    [line] = [line for line in result.stderr.splitlines() if "model.batch=true" in line]
+    assert "LiteLLM cannot create Anthropic's Message Batches" in line and "model=gpt" in line
+    assert server.requests == [] and server.batch_api == {}
+
+
+@pytest.mark.filterwarnings("ignore:Item .* is using the `ReadOnly` qualifier")  # LiteLLM's own types
+def test_litellm_still_cannot_create_anthropic_batches(server: FakeLLMServer) -> None:
+    """Why model=claude cannot batch: LiteLLM 1.106 retrieves Anthropic's Message Batches and reads their
+    results, but has no way to create one. When this fails, LiteLLM has one: lift the refusal in
+    ModelSettings.check_credentials and give evalframe.batch the Anthropic path."""
+    import litellm
+
+    with pytest.raises(litellm.BadRequestError, match="doesn't support custom_llm_provider=anthropic"):
+        asyncio.run(
+            litellm.acreate_batch(
+                completion_window="24h",
+                endpoint="/v1/chat/completions",
+                input_file_id="file_1",
+                custom_llm_provider="anthropic",
+                model="anthropic/claude-sonnet-4-5",
+                api_base=server.base_url,
+                api_key=FAKE_KEY,
+            )
+        )
+    assert server.batch_api == {} and server.requests == []
 
 
 @pytest.mark.slow
