@@ -24,7 +24,7 @@ LAYERS = [
     "batch",  # its batch API (through llm.lib)
     "context panel",
     "targets scorers",
-    "scorers.reference scorers.answer_similarity scorers.answer_relevancy scorers.judge "
+    "scorers.reference scorers.answer_similarity scorers.answer_relevancy scorers.judge scorers.tool_calls "
     "scorers.semantic_similarity",
     "scorers.ground_truth_similarity",
     "objective journal summary gate flow",

@@ -40,6 +40,7 @@ def test_every_group_has_the_options_the_docs_promise() -> None:
         "ground_truth_similarity",
         "semantic_similarity",
         "token_f1",
+        "tool_call_accuracy",
     ]
     assert set(options("model")) >= {"gpt", "claude", "gemini", "ollama"}
     assert options("penalties") == ["default", "lenient", "strict"]
