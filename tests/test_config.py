@@ -35,6 +35,8 @@ def test_every_group_has_the_options_the_docs_promise() -> None:
     assert options("scorer") == [
         "answer_relevancy",
         "answer_similarity",
+        "context_precision_ids",
+        "context_recall_ids",
         "exact_match",
         "factuality",
         "ground_truth_similarity",
