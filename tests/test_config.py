@@ -30,7 +30,7 @@ def judge(server: Judge, *extra: str) -> list[str]:
 
 
 def test_every_group_has_the_options_the_docs_promise() -> None:
-    assert options("dataset") == ["csv", "jsonl", "sample", "sas_squad"]
+    assert options("dataset") == ["csv", "jsonl", "rag_sample", "sample", "sas_squad"]
     assert options("target") == ["dataset", "http", "llm", "python"]
     assert options("scorer") == [
         "answer_relevancy",
