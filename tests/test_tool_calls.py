@@ -263,6 +263,7 @@ def test_through_the_pipeline_figures_reach_results_mlflow_and_a_rescore(
     assert "tool_call_accuracy: precision 0.875, recall 1.000, f1 0.917, exact 0.750, order 0.875" in (
         capsys.readouterr().out
     )
+    assert "tool_call_accuracy: precision 0.875" in (tmp_path / "subset" / "report.html").read_text()
     table = subset.table()
     assert table["tool_call_accuracy/precision"] == [1.0, 0.5, 1.0, 1.0]
     # A re-score of the logged subset run with exact arguments: the rows' tool calls come back from its

@@ -102,9 +102,8 @@ def lcs(made: Sequence[ToolCall], expected: Sequence[ToolCall], agree: Match) ->
     return previous[-1]
 
 
-def figures(made: Sequence[ToolCall], expected: Sequence[ToolCall], agree: Match) -> dict[str, float]:
-    """precision, recall, f1, exact and order of two non-empty-together call lists (see the module)."""
-    k = len(pairs(made, expected, agree))
+def figures(made: Sequence[ToolCall], expected: Sequence[ToolCall], agree: Match, k: int) -> dict[str, float]:
+    """precision, recall, f1, exact and order of two call lists, not both empty, `k` calls matched."""
     precision = k / len(made) if made else 0.0
     recall = k / len(expected) if expected else 0.0
     f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
@@ -120,7 +119,7 @@ def ragas(made: Sequence[ToolCall], expected: Sequence[ToolCall]) -> float:
     if not made or not expected:
         return float(not made and not expected)
     if [c.name for c in made] != [c.name for c in expected]:
-        return 0.0  # (its coverage penalty for unequal lengths can only apply once the names align)
+        return 0.0  # (equal names mean equal lengths: its coverage penalty never applies)
 
     def arguments(made_args: Mapping[str, Any], expected_args: Mapping[str, Any]) -> float:
         if not expected_args:
@@ -182,6 +181,7 @@ class ToolCallAccuracy(Scorer):
 
     def score_calls(self, made: Sequence[ToolCall], expected: Sequence[ToolCall]) -> ScoreResult:
         compat = FORMULAS[self.compat](made, expected) if self.compat else None
+        paired = pairs(made, expected, self.agree)
         if not made and not expected:
             found = {} if math.isnan(self.empty) else dict.fromkeys(FIGURES, self.empty)
             if compat is None:
@@ -189,8 +189,7 @@ class ToolCallAccuracy(Scorer):
                 empty.details = {"figures": found} if found else {}
                 return empty
         else:
-            found = figures(made, expected, self.agree)
-        paired = pairs(made, expected, self.agree)
+            found = figures(made, expected, self.agree, len(paired))
         made_paired, expected_paired = {i for i, _ in paired}, {j for _, j in paired}
         missing = [text(c) for j, c in enumerate(expected) if j not in expected_paired]
         unexpected = [text(c) for i, c in enumerate(made) if i not in made_paired]
