@@ -177,7 +177,8 @@ def _summary(summary: Summary) -> str:
         if summary.agreement:
             html += [f'<td class="num">{cell}</td>' for cell in agreement.get(name, ["–"] * len(AGREEMENT))]
         rows.append(html)
-    return "<h2>Summary</h2>" + _table(headers, rows)
+    figures = "".join(f'<p class="note">{escape(line)}</p>' for line in summary.figure_lines())
+    return "<h2>Summary</h2>" + _table(headers, rows) + figures
 
 
 def _unscored(summary: Summary) -> str:

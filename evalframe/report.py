@@ -119,7 +119,7 @@ def summary(s: Summary, saved: Path) -> None:
         console.print(_table("agreement with the human scores", ("scorer", *AGREEMENT), s.agreement_rows()))
     if s.judge_rows():
         console.print(_table("judges", ("scorer", "judge", "mean", "unscored"), s.judge_rows()))
-    for line in s.panel_lines():
+    for line in [*s.figure_lines(), *s.panel_lines()]:
         console.print(line, markup=False, highlight=False)
     console.print(f"{s.totals()}; results: {saved}")
     unscored(s, saved)

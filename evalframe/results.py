@@ -310,6 +310,9 @@ class RunResult:
     judged: dict[str, array[int]] = field(default_factory=dict, init=False)
     spread: dict[str, array[float]] = field(default_factory=dict, init=False)  # NaN: no repeats
     judge_agreement: dict[str, dict[str, float]] = field(default_factory=dict)  # scorer -> alpha, spearman
+    # Extra per-item figures a scorer reports beside its score (details["figures"], e.g. tool-call
+    # precision and recall), per scorer: figure -> [sum, items], over its scored items.
+    figures: dict[str, dict[str, list[float]]] = field(default_factory=dict, init=False)
     _costs: dict[str, float] = field(default_factory=dict, init=False)
     # the first SHOWN_UNSCORED unscored items per scorer, also when `keep` caps `items`
     unscored: dict[str, list[Unscored]] = field(default_factory=dict, init=False)
@@ -319,6 +322,7 @@ class RunResult:
         for name in self.scorers:
             self.scores[name], self._costs[name], self.unscored[name] = array("d"), 0.0, []
             self.judges[name], self.judged[name], self.spread[name] = {}, array("b"), array("d")
+            self.figures[name] = {}
         for item in given:
             self.add(item)
 
@@ -340,6 +344,7 @@ class RunResult:
             result = item.scores[name]
             self._add_judgments(name, result)
             self.scores[name].append(result.score)
+            self._add_figures(name, result)
             if not result.scored and len(self.unscored[name]) < SHOWN_UNSCORED:
                 self.unscored[name].append(Unscored.of(item.id, result))
             self._costs[name] += result.usage.cost
@@ -349,6 +354,20 @@ class RunResult:
         self.human.append(math.nan if item.human is None else item.human)
         if self.keep is None or len(self.items) < self.keep:
             self.items.append(item)
+
+    def _add_figures(self, name: str, result: ScoreResult) -> None:
+        for figure, value in (result.details.get("figures") or {}).items() if result.scored else ():
+            if isinstance(value, int | float) and not math.isnan(value):
+                total = self.figures[name].setdefault(figure, [0.0, 0.0])
+                total[0], total[1] = total[0] + value, total[1] + 1
+
+    def figure_means(self) -> dict[str, dict[str, float]]:
+        """Per scorer that reports figures, each figure's mean over its scored items."""
+        return {
+            name: {figure: total / n for figure, (total, n) in figures.items()}
+            for name, figures in self.figures.items()
+            if figures
+        }
 
     @property
     def means(self) -> dict[str, float]:
@@ -371,6 +390,8 @@ class RunResult:
                 if not math.isnan(value):
                     out[f"{name}/agreement/{key}"] = value
         out.update(self._panel_metrics())
+        for name, means in self.figure_means().items():
+            out.update({f"{name}/{figure}": mean for figure, mean in means.items()})
         for metric, (low, high) in self.intervals.items():
             if not (math.isnan(low) or math.isnan(high)):
                 out[f"{metric}_ci_low"], out[f"{metric}_ci_high"] = low, high
@@ -430,6 +451,11 @@ class RunResult:
                 columns[f"{name}/cost"].append(r.usage.cost)
                 columns[f"{name}/latency"].append(round(r.latency, 3))
         self._judgment_columns(columns)
+        for name in self.scorers:
+            for figure in self.figures[name]:
+                columns[f"{name}/{figure}"] = [
+                    i.scores[name].details.get("figures", {}).get(figure) for i in self.items
+                ]
         return columns
 
     def _judgment_columns(self, columns: dict[str, list[Any]]) -> None:

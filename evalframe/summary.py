@@ -45,6 +45,7 @@ class Summary:
     intervals: dict[str, tuple[float, float]]  # metric -> its 95% interval (RunResult.intervals)
     panel: dict[str, float] = field(default_factory=dict)  # judges and repeats: RunResult._panel_metrics
     unstable: dict[str, list[tuple[str, float]]] = field(default_factory=dict)  # scorer -> (id, std)
+    figures: dict[str, dict[str, float]] = field(default_factory=dict)  # scorer -> figure -> item mean
 
     @classmethod
     def of(cls, result: RunResult) -> Summary:
@@ -64,6 +65,7 @@ class Summary:
             result.intervals,
             panel,
             unstable,
+            result.figure_means(),
         )
 
     def unscored_rows(self) -> list[tuple[str, Unscored]]:
@@ -108,6 +110,15 @@ class Summary:
                     f"{share:.0%} of items unstable" + (f"; most unstable: {worst}" if worst else "")
                 )
         return lines
+
+    def figure_lines(self) -> list[str]:
+        """One line per scorer that reports figures beside its score (tool-call precision, recall...)."""
+        return [
+            f"{name}: "
+            + ", ".join(f"{figure} {fmt(mean)}" for figure, mean in means.items())
+            + " (item means)"
+            for name, means in self.figures.items()
+        ]
 
     def rows(self) -> list[list[str]]:
         """One row per scorer, cells as COLUMNS names them."""
@@ -172,7 +183,7 @@ class Summary:
             ]
         if self.judge_rows():
             lines += ["judges", *_aligned([["scorer", "judge", "mean", "unscored"], *self.judge_rows()])]
-        return "\n".join([*lines, *self.panel_lines()])
+        return "\n".join([*lines, *self.figure_lines(), *self.panel_lines()])
 
     def means(self) -> dict[str, float]:
         return {name: s.mean for name, s in self.scorers.items()}

@@ -24,7 +24,8 @@ LAYERS = [
     "batch",  # its batch API (through llm.lib)
     "context panel",
     "targets scorers",
-    "scorers.reference scorers.answer_similarity scorers.answer_relevancy scorers.judge "
+    "scorers.reference scorers.answer_similarity scorers.answer_relevancy scorers.judge scorers.tool_calls "
+    "scorers.context_ids "
     "scorers.semantic_similarity",
     "scorers.ground_truth_similarity",
     "objective journal summary gate flow",

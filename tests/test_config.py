@@ -30,16 +30,19 @@ def judge(server: Judge, *extra: str) -> list[str]:
 
 
 def test_every_group_has_the_options_the_docs_promise() -> None:
-    assert options("dataset") == ["csv", "jsonl", "sample", "sas_squad"]
+    assert options("dataset") == ["csv", "jsonl", "rag_sample", "sample", "sas_squad"]
     assert options("target") == ["dataset", "http", "llm", "python"]
     assert options("scorer") == [
         "answer_relevancy",
         "answer_similarity",
+        "context_precision_ids",
+        "context_recall_ids",
         "exact_match",
         "factuality",
         "ground_truth_similarity",
         "semantic_similarity",
         "token_f1",
+        "tool_call_accuracy",
     ]
     assert set(options("model")) >= {"gpt", "claude", "gemini", "ollama"}
     assert options("penalties") == ["default", "lenient", "strict"]

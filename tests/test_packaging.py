@@ -27,6 +27,8 @@ def test_wheel_carries_conf_prompts_and_sample_and_runs_from_them(tmp_path: Path
         "evalframe/conf/scorer/answer_similarity.yaml",
         "evalframe/prompts/answer_similarity/analyze.j2",
         "evalframe/resources/sample.jsonl",
+        "evalframe/resources/rag_sample.jsonl",
+        "evalframe/conf/dataset/rag_sample.yaml",
     } <= names
 
     unpacked = tmp_path / "site"

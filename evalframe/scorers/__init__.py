@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable
 from decimal import ROUND_HALF_UP, Decimal
@@ -18,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, create_model
 
 from evalframe.context import Context
 from evalframe.data import Row
+from evalframe.errors import ConfigError
 from evalframe.llm import ModelSettings
 from evalframe.panel import Panel
 from evalframe.results import ScoreResult
@@ -154,3 +156,30 @@ def round_half_up(value: float, places: int = 2) -> float:
     """
     exact = Decimal(repr(round(value, 10)))
     return float(exact.quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP))
+
+
+# `empty`: what a no-call metric scores when there is nothing to measure (e.g. no call expected and none
+# made): unscored (NaN, with the reason; left out of the mean and counted), 0 or 1.
+EMPTY_RULES = {"unscored": math.nan, "0": 0.0, "1": 1.0}
+
+
+def empty_rule(value: Any, where: str) -> float:
+    """The score an `empty` setting gives (NaN: unscored); YAML reads `empty: 1` as a number."""
+    key = str(int(value)) if isinstance(value, int | float) and value in (0, 1) else str(value)
+    if key not in EMPTY_RULES:
+        raise ConfigError(f"{where}.empty={value!r}: choose unscored, 0 or 1")
+    return EMPTY_RULES[key]
+
+
+def when_empty(rule: float, why: str) -> ScoreResult:
+    """The result of an item with nothing to measure, under its `empty` rule, saying why."""
+    if math.isnan(rule):
+        return ScoreResult.unscored(why)
+    return ScoreResult(rule, f"{why[:1].upper()}{why[1:]}: score {rule:g} (empty={rule:g}).")
+
+
+def choice(value: Any, options: tuple[str | None, ...], where: str) -> Any:
+    """A setting that must be one of `options`, or a one-line error saying which to choose."""
+    if value not in options:
+        raise ConfigError(f"{where}={value!r}: choose one of {', '.join(str(o) for o in options)}")
+    return value
