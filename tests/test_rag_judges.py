@@ -17,11 +17,13 @@ import pytest
 
 from evalframe import pipeline
 from evalframe.errors import ConfigError, DataError
+from evalframe.paths import CONF_DIR
 from evalframe.scorers.grounded import Rules, average_precision, claims_score, ranking_score
 from evalframe.summary import Summary
-from tests.conftest import compose, fake_model
+from tests.conftest import compose, fake_model, run_cli
 from tests.scripted import ScriptedModel
-from tests.testserver import FakeRequest, constrained_decoder, random_instance
+from tests.test_rescore import KEY, mlflow_runs, stored_items
+from tests.testserver import FakeLLMServer, FakeRequest, constrained_decoder, random_instance
 
 JUDGES = ["faithfulness", "hallucination", "context_precision", "context_recall"]
 FAITH = {"supported": 1.0, "contradicted": 0.0, "not_found": 0.0}
@@ -396,3 +398,68 @@ def test_a_bad_judge_setting_stops_the_run_before_any_call(
     with pytest.raises(ConfigError, match=message):
         pipeline.evaluate(config(scripted, tmp_path, ["hallucination"], override), tmp_path / "out")
     assert scripted.count() == 0
+
+
+@pytest.mark.slow
+def test_a_sweep_and_rescore_of_the_rules_make_no_call_and_a_copied_judge_runs(
+    judge_server: FakeLLMServer, tmp_path: Path
+) -> None:
+    """As a user runs them, over HTTP: a sweep of compat and empty, then `rescore` of the logged run
+    with another compat, re-score the stored verdicts without a call; a copied, edited judge YAML runs."""
+    judge_server.responder = chosen
+    data = rag_data(tmp_path)
+    args = [
+        "scorer=[faithfulness,context_precision]",
+        *fake_model(judge_server),
+        "dataset=jsonl",
+        f"dataset.path={data}",
+        "max_unscored_rate=1",
+    ]
+    first = run_cli(args, cwd=tmp_path, env=KEY)
+    assert first.returncode == 0, first.stderr
+    assert judge_server.count() == 4 * 2 + 4  # claim items x (claims, verdicts) + distinct relevance asks
+    judge_server.reset()
+    sweep = ["scorers.faithfulness.compat=ragas,deepeval,mastra", "scorers.context_precision.empty=0,1"]
+    swept = run_cli(["-m", *args, *sweep], cwd=tmp_path, env=KEY)
+    assert swept.returncode == 0, swept.stderr
+    assert judge_server.count() == 0
+    [old, *jobs] = [r for r in mlflow_runs(tmp_path) if "faithfulness/mean" in r.data.metrics]
+    # [S,S,C,N] on the 4 claim items: ragas and mastra 0.5, deepeval 0.75 (its idk counts as faithful)
+    # mean over the scored items: ragas 4 x 0.5 (no claims: NaN); mastra (4 x 0.5 + 0) / 5; deepeval
+    # (4 x 0.75 + 1) / 5 = 0.8; each for empty=0 and empty=1 of context precision (2 jobs each)
+    means = sorted(round(r.data.metrics["faithfulness/mean"], 4) for r in jobs)
+    assert means == [0.4, 0.4, 0.5, 0.5, 0.8, 0.8], means
+
+    fresh = {"EVALFRAME_CACHE_DIR": str(tmp_path / "empty-cache")}  # every reply from the logged run
+    again = run_cli(
+        ["rescore", f"run_id={old.info.run_id}", "scorers.faithfulness.compat=deepeval"],
+        cwd=tmp_path,
+        env=fresh,
+    )
+    assert again.returncode == 0, again.stderr
+    assert judge_server.count() == 0
+    new = mlflow_runs(tmp_path)[-1]
+    after = {i["id"]: i["scores"]["faithfulness"]["score"] for i in stored_items(tmp_path, new.info.run_id)}
+    # deepeval: (2 + 1)/4 = 0.75 per claim item; the empty output, no claims -> 1; no contexts stays unscored
+    assert after == {
+        "one-chunk": 0.75,
+        "two-chunks": 0.75,
+        "three-chunks": 0.75,
+        "four-chunks": 0.75,
+        "empty-output": 1.0,
+        "no-contexts": None,
+    }
+
+    # A copy of faithfulness.yaml under another name, edited: half credit for not_found, empty scores 0.
+    copy = (CONF_DIR / "scorer" / "faithfulness.yaml").read_text()
+    copy = copy.replace("# @package scorers.faithfulness", "# @package scorers.lenient")
+    copy = copy.replace("not_found: 0.0 ", "not_found: 0.5 ").replace("empty: unscored ", "empty: 0 ")
+    (tmp_path / "my_conf" / "scorer").mkdir(parents=True)
+    (tmp_path / "my_conf" / "scorer" / "lenient.yaml").write_text(copy)
+    mine = [a.replace("scorer=[faithfulness,context_precision]", "scorer=lenient") for a in args]
+    edited = run_cli(["--config-dir", "my_conf", *mine], cwd=tmp_path, env=KEY)
+    assert edited.returncode == 0, edited.stderr
+    assert judge_server.count() == 0  # the same requests: its prompts are faithfulness's
+    last = mlflow_runs(tmp_path)[-1]
+    # (1 + 1 + 0 + 0.5)/4 = 0.625 on the 4 claim items; the empty output and no contexts score 0
+    assert last.data.metrics["lenient/mean"] == pytest.approx((0.625 * 4 + 0 + 0) / 6)
