@@ -463,3 +463,18 @@ def test_a_sweep_and_rescore_of_the_rules_make_no_call_and_a_copied_judge_runs(
     last = mlflow_runs(tmp_path)[-1]
     # (1 + 1 + 0 + 0.5)/4 = 0.625 on the 4 claim items; the empty output and no contexts score 0
     assert last.data.metrics["lenient/mean"] == pytest.approx((0.625 * 4 + 0 + 0) / 6)
+
+
+def test_a_sweep_ranks_a_lower_is_better_score_by_minimizing_it() -> None:
+    from evalframe.objective import of_config
+
+    # The default objective (the first scorer's mean) is minimized for hallucination, maximized otherwise.
+    assert of_config(compose(["scorer=[hallucination,faithfulness]"])).direction == "minimize"
+    assert of_config(compose(["scorer=[faithfulness,hallucination]"])).direction == "maximize"
+    # Maximizing it by name is a mistake, said before any call; minimizing it is what it means.
+    chosen = ["scorer=[faithfulness,hallucination]", "objective.metric=hallucination/mean"]
+    with pytest.raises(
+        ConfigError, match=r"lower hallucination scores are better; add objective\.direction=minimize"
+    ):
+        of_config(compose(chosen))
+    assert of_config(compose([*chosen, "objective.direction=minimize"])).direction == "minimize"
