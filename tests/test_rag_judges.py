@@ -154,8 +154,9 @@ def test_the_empty_cases_follow_the_rule_or_the_peer() -> None:
             got = rules.decided("empty", table).score
             assert got == table[compat] or (math.isnan(got) and math.isnan(table[compat]))
         assert rules.decided("no contexts retrieved").score == 1.0  # a case no peer documents: the rule
-    with pytest.raises(ConfigError, match=r"k\.empty='zero' is not a rule; use unscored, 0 or 1"):
-        Rules.of("zero", None, 1.0, "higher", "k")
+    for bad in ("zero", 0.5, True, [0]):
+        with pytest.raises(ConfigError, match=r"k\.empty=.* is not a rule; use unscored, 0 or 1"):
+            Rules.of(bad, None, 1.0, "higher", "k")
     with pytest.raises(ConfigError, match=r"k\.compat='trulens' is not an option"):
         Rules.of("unscored", "trulens", 1.0, "higher", "k")
 

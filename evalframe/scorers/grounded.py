@@ -51,8 +51,10 @@ class Rules:
 
     @classmethod
     def of(cls, empty: Any, compat: Any, scale: float, better: str, key: str) -> Rules:
-        rule = str(int(empty)) if isinstance(empty, int | float) and not isinstance(empty, bool) else empty
-        if rule not in EMPTY_RULES:
+        # YAML reads `empty: 0` as a number; 0.5 is no rule (a number that is 0 or 1 is)
+        number = isinstance(empty, int | float) and not isinstance(empty, bool)
+        rule = {0: "0", 1: "1"}.get(empty, empty) if number else empty
+        if not isinstance(rule, str) or rule not in EMPTY_RULES:
             raise ConfigError(f"{key}.empty={empty!r} is not a rule; use unscored, 0 or 1")
         if compat is not None and compat not in COMPATS:
             raise ConfigError(
