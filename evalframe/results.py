@@ -138,10 +138,14 @@ class ScoreResult:
     def verdicts(self) -> list[str]:
         """One line per verdict a judge kept in details (per statement, claim or chunk, in order):
         `position verdict “statement”: reason`; none when it kept no verdicts."""
-        verdicts = self.details.get("verdicts")
+        verdicts, statements = self.details.get("verdicts"), self.details.get("statements") or []
+        if not isinstance(verdicts, list) and any(
+            isinstance(s, Mapping) and "verdict" in s for s in statements
+        ):
+            # the Judge's verdicts form: each statement with its verdict
+            verdicts, statements = statements, [s.get("statement", "") for s in statements]
         if not isinstance(verdicts, list):
             return []
-        statements = self.details.get("statements") or []
         lines = []
         for i, v in enumerate(verdicts):
             if not isinstance(v, Mapping):

@@ -479,3 +479,20 @@ def test_a_sweep_ranks_a_lower_is_better_score_by_minimizing_it() -> None:
     ):
         of_config(compose(chosen))
     assert of_config(compose([*chosen, "objective.direction=minimize"])).direction == "minimize"
+
+
+def test_verdict_lines_are_read_from_any_scorer_that_keeps_verdicts() -> None:
+    from evalframe.results import ScoreResult
+
+    claims = {
+        "statements": ["a", "b"],
+        "verdicts": [{"verdict": "yes", "reason": "r0"}, {"verdict": "no", "reason": "r1"}],
+    }
+    assert ScoreResult(0.5, "", details=claims).verdicts() == ["0 yes “a”: r0", "1 no “b”: r1"]
+    chunks = {
+        "verdicts": [{"reason": "r0", "verdict": "irrelevant"}]
+    }  # context precision: chunks by position
+    assert ScoreResult(0.0, "", details=chunks).verdicts() == ["0 irrelevant: r0"]
+    form = {"statements": [{"statement": "a", "reason": "r0", "verdict": "unsure"}], "reason": "overall"}
+    assert ScoreResult(0.5, "", details=form).verdicts() == ["0 unsure “a”: r0"]  # the Judge's verdicts form
+    assert ScoreResult(1.0, "", details={"reason": "r", "choice": "same"}).verdicts() == []
