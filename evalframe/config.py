@@ -126,7 +126,7 @@ def check(config: Mapping[str, Any]) -> None:
     threshold = gate.get("pass_threshold", 0.5)
     for name, value in threshold.items() if isinstance(threshold, Mapping) else [("", threshold)]:
         _value(_NUMBER, value, f"gate.pass_threshold{'.' + name if name else ''}")
-    for kind in ("min_score", "min_pass_rate"):
+    for kind in ("min_score", "max_score", "min_pass_rate"):
         for name, value in (gate.get(kind) or {}).items():
             if value is not None:
                 _value(_NUMBER, value, f"gate.{kind}.{name}")

@@ -1,7 +1,7 @@
 """Errors the user can fix, each with the exit code a CI pipeline can branch on."""
 
 EXIT_OK = 0
-EXIT_GATE_FAILED = 1  # a gate.min_score / gate.min_pass_rate check failed
+EXIT_GATE_FAILED = 1  # a gate.min_score / max_score / min_pass_rate check failed
 EXIT_USAGE = 2  # bad command line, config, data or prompts, or a missing key: found before any model call
 EXIT_TRACKING = 3  # the run finished and is on disk, but could not be logged to MLflow
 EXIT_UNSCORED = 4  # more items unscored than max_unscored_rate allows: the scores cannot be trusted

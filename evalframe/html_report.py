@@ -209,7 +209,15 @@ def _score_cell(item: ItemResult, scorer: str) -> list[str]:
             '<td class="num unscored">unscored</td>',
             f'<td class="text"><span class="err">{_text(r.error or r.reason)}</span></td>',
         ]
-    return [f'<td class="num">{r.score:.2f}</td>', f'<td class="text">{_text(r.reason)}</td>']
+    verdicts = r.verdicts()
+    folded = (
+        f"<details><summary>{len(verdicts)} verdicts</summary>"
+        + "".join(f"<div>{escape(line)}</div>" for line in verdicts)
+        + "</details>"
+        if verdicts
+        else ""
+    )
+    return [f'<td class="num">{r.score:.2f}</td>', f'<td class="text">{_text(r.reason)}{folded}</td>']
 
 
 def _items(result: RunResult, max_items: int) -> str:

@@ -1,8 +1,9 @@
 """The objective: the one number that ranks the jobs of a sweep and that the task returns to an optimiser.
 
 `objective.metric` names any metric a run logs (`<scorer>/mean`, `<scorer>/agreement/spearman`,
-`usage/cost`, ...); null means the first scorer's mean. It is checked against the selected scorers and
-the dataset before any model call, so a typo does not cost a sweep.
+`usage/cost`, ...); null means the first scorer's mean (minimized when that scorer says `better: lower`,
+as hallucination does). It is checked against the selected scorers and the dataset before any model
+call, so a typo does not cost a sweep, nor does maximizing a score whose lower values are the good ones.
 """
 
 from __future__ import annotations
@@ -35,10 +36,11 @@ def of_config(config: Mapping[str, Any]) -> Objective:
     direction = direction_of(config)
     scorers = list(config.get("scorers") or {})
     metric = spec.get("metric")
+    lower = {name for name, s in (config.get("scorers") or {}).items() if (s or {}).get("better") == "lower"}
     if not metric:
         if not scorers:
             raise ConfigError("no scorer selected; choose one, e.g. scorer=answer_similarity")
-        return Objective(f"{scorers[0]}/mean", direction)
+        return Objective(f"{scorers[0]}/mean", "minimize" if scorers[0] in lower else direction)
     metric = str(metric)
     if metric in _USAGE:
         return Objective(metric, direction)
@@ -62,6 +64,10 @@ def of_config(config: Mapping[str, Any]) -> Objective:
         raise ConfigError(
             f"objective.metric={metric}: unknown metric; choose <scorer>/{{{','.join(_STATISTICS)}}}, "
             f"<scorer>/agreement/{{{','.join(_AGREEMENT)}}} or one of {', '.join(_USAGE)}"
+        )
+    elif scorer in lower and statistic in ("mean", "min", "max") and direction == "maximize":
+        raise ConfigError(
+            f"objective.metric={metric}: lower {scorer} scores are better; add objective.direction=minimize"
         )
     return Objective(metric, direction)
 

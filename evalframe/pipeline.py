@@ -119,7 +119,8 @@ async def execute(
 ) -> RunResult:
     """Score the rows as a continuous flow (evalframe.flow), each item journaled as it finishes; items
     already done (resume) are counted, not redone; `keep` caps the items the result holds."""
-    result = RunResult(items=[], scorers=list(plan.scorers), keep=keep)
+    lower = frozenset(name for name, s in plan.scorers.items() if s.better == "lower")
+    result = RunResult(items=[], scorers=list(plan.scorers), keep=keep, lower_better=lower)
     chunks = [plan.target.chunk, *(s.chunk for s in plan.scorers.values())]
     window = window_size(plan.config)  # a batched judge gets a window of rows in each of its batches
     batched = any(m.batch for s in plan.scorers.values() for m in s.models())
@@ -189,7 +190,7 @@ def evaluate(
     p = plan(config, given)
     objective = objectives.of_config(config)  # a typo in objective.metric must not cost a sweep
     gate_cfg = config.get("gate") or {}
-    gate.validate(gate_cfg, list(p.scorers))
+    gate.validate(gate_cfg, list(p.scorers), {n for n, s in p.scorers.items() if s.better == "lower"})
     journal = Journal(resume_from or output_dir)
     done = [i for i in journal.resumed(p.inputs) if set(i.scores) == set(p.scorers)] if resume_from else []
     if resume_from:

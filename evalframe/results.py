@@ -10,7 +10,7 @@ import math
 import statistics
 import sys
 from array import array
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -134,6 +134,25 @@ class ScoreResult:
     @property
     def latency(self) -> float:
         return sum(s.latency for s in self.steps)
+
+    def verdicts(self) -> list[str]:
+        """One line per verdict a judge kept in details (per statement, claim or chunk, in order):
+        `position verdict “statement”: reason`; none when it kept no verdicts."""
+        verdicts, statements = self.details.get("verdicts"), self.details.get("statements") or []
+        if not isinstance(verdicts, list) and any(
+            isinstance(s, Mapping) and "verdict" in s for s in statements
+        ):
+            # the Judge's verdicts form: each statement with its verdict
+            verdicts, statements = statements, [s.get("statement", "") for s in statements]
+        if not isinstance(verdicts, list):
+            return []
+        lines = []
+        for i, v in enumerate(verdicts):
+            if not isinstance(v, Mapping):
+                continue
+            said = f" “{statements[i]}”" if i < len(statements) else ""
+            lines.append(f"{i} {v.get('verdict')}{said}: {v.get('reason', '')}")
+        return lines
 
     @classmethod
     def unscored(cls, error: str, steps: list[StepResult] | None = None) -> ScoreResult:
@@ -299,6 +318,7 @@ class RunResult:
     stats: Stats = field(default_factory=Stats)  # the run's model calls, cache hits and cost
     verdict: Verdict | None = None  # the gate's, once the run is scored
     facts: dict[str, str] = field(default_factory=dict)  # what was run: dataset, judges, date, version
+    lower_better: frozenset[str] = frozenset()  # the scorers whose lower scores are the good ones
     count: int = field(default=0, init=False)  # items in the run, kept or not
     scores: dict[str, array[float]] = field(default_factory=dict, init=False)  # NaN: unscored
     human: array[float] = field(default_factory=lambda: array("d"), init=False)  # NaN: none
@@ -432,9 +452,12 @@ class RunResult:
     def table(self) -> dict[str, list[Any]]:
         """Per-item results as columns (one row per item): what MLflow's table view shows."""
         columns: dict[str, list[Any]] = {"id": [], "input": [], "ground_truth": [], "output": [], "human": []}
+        judged = [n for n in self.scorers if any(i.scores[n].verdicts() for i in self.items)]
         for name in self.scorers:
             for key in ("score", "reason", "error", "raw_reply", "cost", "latency"):
                 columns[f"{name}/{key}"] = []
+            if name in judged:  # the verdicts each score comes from (per claim, statement or chunk)
+                columns[f"{name}/verdicts"] = []
         for item in self.items:
             columns["id"].append(item.id)
             columns["input"].append(item.input)
@@ -450,6 +473,8 @@ class RunResult:
                 columns[f"{name}/raw_reply"].append(failed.raw if failed else None)
                 columns[f"{name}/cost"].append(r.usage.cost)
                 columns[f"{name}/latency"].append(round(r.latency, 3))
+                if name in judged:
+                    columns[f"{name}/verdicts"].append("\n".join(r.verdicts()) or None)
         self._judgment_columns(columns)
         for name in self.scorers:
             for figure in self.figures[name]:

@@ -46,6 +46,7 @@ class Summary:
     panel: dict[str, float] = field(default_factory=dict)  # judges and repeats: RunResult._panel_metrics
     unstable: dict[str, list[tuple[str, float]]] = field(default_factory=dict)  # scorer -> (id, std)
     figures: dict[str, dict[str, float]] = field(default_factory=dict)  # scorer -> figure -> item mean
+    lower_better: frozenset[str] = frozenset()  # scorers whose lower scores are good, marked in the table
 
     @classmethod
     def of(cls, result: RunResult) -> Summary:
@@ -66,6 +67,7 @@ class Summary:
             panel,
             unstable,
             result.figure_means(),
+            result.lower_better,
         )
 
     def unscored_rows(self) -> list[tuple[str, Unscored]]:
@@ -124,7 +126,7 @@ class Summary:
         """One row per scorer, cells as COLUMNS names them."""
         return [
             [
-                name,
+                f"{name} (lower is better)" if name in self.lower_better else name,
                 fmt(s.mean),
                 fmt_interval(self.intervals.get(f"{name}/mean"), s.scored),
                 *(fmt(v) for v in (s.std, s.min, s.max, s.scored, s.unscored)),

@@ -24,6 +24,7 @@ LAYERS = [
     "batch",  # its batch API (through llm.lib)
     "context panel",
     "targets scorers",
+    "scorers.grounded",  # the judge forms checked against retrieved contexts (claims, ranking)
     "scorers.reference scorers.answer_similarity scorers.answer_relevancy scorers.judge scorers.tool_calls "
     "scorers.context_ids "
     "scorers.semantic_similarity",

@@ -35,11 +35,15 @@ def test_every_group_has_the_options_the_docs_promise() -> None:
     assert options("scorer") == [
         "answer_relevancy",
         "answer_similarity",
+        "context_precision",
         "context_precision_ids",
+        "context_recall",
         "context_recall_ids",
         "exact_match",
         "factuality",
+        "faithfulness",
         "ground_truth_similarity",
+        "hallucination",
         "semantic_similarity",
         "token_f1",
         "tool_call_accuracy",
@@ -73,7 +77,12 @@ def test_presets_share_their_common_keys_from_one_base() -> None:
 
 
 def test_gate_thresholds_name_no_scorer_until_set() -> None:
-    assert compose([])["gate"] == {"min_score": {}, "min_pass_rate": {}, "pass_threshold": 0.5}
+    assert compose([])["gate"] == {
+        "min_score": {},
+        "max_score": {},
+        "min_pass_rate": {},
+        "pass_threshold": 0.5,
+    }
     gate = compose(["+gate.min_score.answer_similarity=0.8"])["gate"]
     assert gate["min_score"] == {"answer_similarity": 0.8}
 

@@ -188,7 +188,8 @@ def test_an_undefined_template_variable_stops_the_run_before_any_call(
     config = factuality(scripted, tmp_path, f"scorers.factuality.prompt={prompt}")
     with pytest.raises(
         PromptError,
-        match=r"'answer' is undefined; the variables available are: ground_truth, input, output, row",
+        match=r"'answer' is undefined; the variables available are: "
+        r"contexts, ground_truth, input, output, row",
     ):
         pipeline.evaluate(config, tmp_path / "out")
     assert scripted.count() == 0

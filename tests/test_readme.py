@@ -196,6 +196,13 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     ]
     for name in ("qa.jsonl", "big.jsonl"):
         (tmp_path / name).write_text("".join(json.dumps(r) + "\n" for r in records))
+    # The same rows with retrieved chunks, for the RAG judges: the answer's source, ranked second.
+    chunks = [
+        {"contexts": ["An unrelated passage about the weather.", str(r["ground_truth"])]} for r in records
+    ]
+    (tmp_path / "rag.jsonl").write_text(
+        "".join(json.dumps(r | c) + "\n" for r, c in zip(records, chunks, strict=True))
+    )
     with open(tmp_path / "qa.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, ["id", "question", "ground_truth", "output"], extrasaction="ignore")
         writer.writeheader()

@@ -11,7 +11,7 @@ import asyncio
 import functools
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Annotated, Any, Literal
 
@@ -36,6 +36,8 @@ class Scorer(ABC):
 
     # Row fields every row must have (data.LISTS: contexts, tool_calls, ...), checked before any call
     needs: tuple[str, ...] = ()
+    # Which scores are good: "lower" (hallucination) is marked in the summary and gated by max_score
+    better: str = "higher"
 
     def models(self) -> list[ModelSettings]:
         """Chat models this scorer calls (their credentials are checked before the run)."""
@@ -130,6 +132,28 @@ def per_position(name: str, entry: type[BaseModel], n: int) -> type[Reply]:
     the text it judges. Cached: one class per size, so its response format is built once."""
     fields: dict[str, Any] = {f"p{i}": (entry, Field(alias=str(i))) for i in range(n)}
     return create_model(name, __base__=Reply, **fields)
+
+
+def enum_of(names: list[str]) -> Any:
+    """Literal["a", "b", ...] built at run time, written as a JSON-schema enum (also for a single
+    name, which pydantic would write as `const`)."""
+    return Annotated[Literal.__getitem__(tuple(names)), WithJsonSchema({"type": "string", "enum": names})]
+
+
+def weights_of(table: Any, key: str) -> dict[str, float]:
+    """A {name: weight} table from YAML, every weight a number in [0, 1]."""
+    if not isinstance(table, Mapping) or not table:
+        raise ConfigError(
+            f"{key} must be a non-empty mapping of name: score, e.g. {{same: 1.0, different: 0.0}}"
+        )
+    weights = {}
+    for name, weight in table.items():
+        # YAML 1.1 reads the bare keys yes/no as booleans; a verdict table means the words.
+        label = ("yes" if name else "no") if isinstance(name, bool) else str(name)
+        if isinstance(weight, bool) or not isinstance(weight, int | float) or not 0 <= weight <= 1:
+            raise ConfigError(f"{key}.{label}={weight!r}: a score must be a number between 0 and 1")
+        weights[label] = float(weight)
+    return weights
 
 
 def in_order(keyed: dict[str, Any]) -> list[Any]:

@@ -8,8 +8,11 @@ Output forms (the reply schema is built from them, so the model is constrained b
 - choice:   pick one name of `choices` -> that name's score
 - number:   a number in [min, max]     -> (n - min) / (max - min)
 - verdicts: statements of the output, each with a verdict of `verdicts` -> mean of their weights
+- claims, ranking: judged against the row's contexts in steps, one prompt file each
+  (`prompt: {claims: ..., verdicts: ...}`, `prompt: {relevance: ...}`): evalframe.scorers.grounded
 
-Template variables: input, output, ground_truth (None when absent) and row (all dataset columns).
+Template variables: input, output, ground_truth (None when absent), contexts (the retrieved chunks, a
+list; None when the dataset has none), row (all dataset columns), and statements in a verdicts step.
 """
 
 from __future__ import annotations
@@ -18,41 +21,20 @@ import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, Field, WithJsonSchema, create_model
+from pydantic import BaseModel, Field, create_model
 
 from evalframe.context import Context
-from evalframe.data import Row
+from evalframe.data import LISTS, Row
 from evalframe.errors import ConfigError
 from evalframe.llm import ModelSettings
 from evalframe.panel import Panel
 from evalframe.paths import PROMPTS_DIR
 from evalframe.prompts import PromptFile
 from evalframe.results import Message, ScoreResult
-from evalframe.scorers import JudgeScorer, Reply, round_half_up
-
-
-def _enum(names: list[str]) -> Any:
-    """Literal["a", "b", ...] built at run time, written as a JSON-schema enum (also for a single
-    name, which pydantic would write as `const`)."""
-    return Annotated[Literal.__getitem__(tuple(names)), WithJsonSchema({"type": "string", "enum": names})]
-
-
-def _weights(table: Any, key: str) -> dict[str, float]:
-    """A {name: weight} table from YAML, every weight a number in [0, 1]."""
-    if not isinstance(table, Mapping) or not table:
-        raise ConfigError(
-            f"{key} must be a non-empty mapping of name: score, e.g. {{same: 1.0, different: 0.0}}"
-        )
-    weights = {}
-    for name, weight in table.items():
-        # YAML 1.1 reads the bare keys yes/no as booleans; a verdict table means the words.
-        label = ("yes" if name else "no") if isinstance(name, bool) else str(name)
-        if isinstance(weight, bool) or not isinstance(weight, int | float) or not 0 <= weight <= 1:
-            raise ConfigError(f"{key}.{label}={weight!r}: a score must be a number between 0 and 1")
-        weights[label] = float(weight)
-    return weights
+from evalframe.scorers import JudgeScorer, Reply, enum_of, round_half_up, weights_of
+from evalframe.scorers.grounded import KEYS, Claims, Grounded, Ranking, Rules, parse
 
 
 @dataclass(frozen=True)
@@ -62,7 +44,7 @@ class Choice:
     def reply_model(self) -> type[BaseModel]:
         # The reason comes first so the model argues before it commits to a choice.
         return create_model(
-            "ChoiceJudgement", __base__=Reply, reason=(str, ...), choice=(_enum(list(self.choices)), ...)
+            "ChoiceJudgement", __base__=Reply, reason=(str, ...), choice=(enum_of(list(self.choices)), ...)
         )
 
     def score(self, reply: Mapping[str, Any]) -> tuple[float, str]:
@@ -94,7 +76,7 @@ class Verdicts:
             __base__=Reply,
             statement=(str, ...),
             reason=(str, ...),
-            verdict=(_enum(list(self.verdicts)), ...),
+            verdict=(enum_of(list(self.verdicts)), ...),
         )
         many: Any = list[statement]  # type: ignore[valid-type]  # a class built at run time
         return create_model("VerdictsJudgement", __base__=Reply, statements=(many, ...), reason=(str, ...))
@@ -107,8 +89,8 @@ class Verdicts:
         return sum(self.verdicts[v] for v in found) / len(found), counts
 
 
-Form = Choice | Number | Verdicts
-_KEYS = {"choice": {"choices"}, "number": {"min", "max"}, "verdicts": {"verdicts"}}
+Form = Choice | Number | Verdicts | Grounded
+_KEYS = {"choice": {"choices"}, "number": {"min", "max"}, "verdicts": {"verdicts"}, **KEYS}
 
 
 def parse_output(spec: Any, key: str) -> Form:
@@ -121,10 +103,12 @@ def parse_output(spec: Any, key: str) -> Form:
     unknown = sorted(set(spec) - _KEYS[kind] - {"type"})
     if unknown:
         raise ConfigError(f"{key}: unknown key(s) {unknown} for type {kind}; it takes {sorted(_KEYS[kind])}")
+    if kind in KEYS:
+        return parse(kind, spec, key)
     if kind == "choice":
-        return Choice(_weights(spec.get("choices"), f"{key}.choices"))
+        return Choice(weights_of(spec.get("choices"), f"{key}.choices"))
     if kind == "verdicts":
-        return Verdicts(_weights(spec.get("verdicts"), f"{key}.verdicts"))
+        return Verdicts(weights_of(spec.get("verdicts"), f"{key}.verdicts"))
     low, high = spec.get("min"), spec.get("max")
     for name, value in (("min", low), ("max", high)):
         if isinstance(value, bool) or not isinstance(value, int | float):
@@ -135,7 +119,7 @@ def parse_output(spec: Any, key: str) -> Form:
     return Number(float(low), float(high))
 
 
-def score(form: Form, reply: Mapping[str, Any], scale: float = 1.0) -> float:
+def score(form: Choice | Number | Verdicts, reply: Mapping[str, Any], scale: float = 1.0) -> float:
     """Pure: the same reply re-scores under another table or scale without a model call."""
     value, _ = form.score(reply)
     return round_half_up(min(max(value, 0.0), 1.0) * scale)
@@ -150,7 +134,7 @@ def _prompt_path(path: str) -> Path:
 class Judge(JudgeScorer):
     def __init__(
         self,
-        prompt: str,
+        prompt: str | Mapping[str, str],
         output: Mapping[str, Any],
         model: Mapping[str, Any],
         system: str | None = None,
@@ -161,50 +145,108 @@ class Judge(JudgeScorer):
         aggregate: str = "mean",
         tolerance: float = 0.2,
         repeats: int = 1,
+        needs: list[str] | None = None,
+        empty: Any = "unscored",
+        compat: str | None = None,
+        better: str = "higher",
     ):
         if empty_output not in ("zero", "judge"):
             raise ConfigError(
                 f"empty_output={empty_output!r} is not an option; use empty_output=zero (score 0, no call) "
                 "or empty_output=judge (the judge sees empty outputs too)"
             )
+        unknown = sorted(set(needs or ()) - set(LISTS))
+        if unknown:
+            raise ConfigError(f"needs={unknown}: a judge can need the list columns {', '.join(LISTS)}")
         self.empty_output = empty_output
         self.panel = Panel.of(model, models, aggregate, tolerance, repeats, "scorers.<judge>")
-        self.prompt = PromptFile(_prompt_path(prompt), "")
+        self.prompts = (
+            {step: PromptFile(_prompt_path(path), "") for step, path in prompt.items()}
+            if isinstance(prompt, Mapping)
+            else {"judge": PromptFile(_prompt_path(prompt), "")}
+        )
         self.system = PromptFile(_prompt_path(system), "") if system else None
         self.output = output
         self.require_ground_truth = require_ground_truth
         self.scale = scale
+        self.needs = tuple(needs or ())
+        self.better = better
+        self._rules = (empty, compat)
+
+    @property
+    def key(self) -> str:
+        return f"scorers.{self.name or 'judge'}"
 
     @functools.cached_property
     def form(self) -> Form:
         # Parsed on first use, not in __init__: only then does the scorer know its name for errors.
-        return parse_output(self.output, f"scorers.{self.name or 'judge'}.output")
+        form = parse_output(self.output, f"{self.key}.output")
+        steps = getattr(form, "steps", ("judge",))
+        if set(self.prompts) != set(steps):
+            given = sorted(self.prompts)
+            want = (
+                "one prompt file"
+                if steps == ("judge",)
+                else "prompt: {" + ", ".join(f"{s}: FILE" for s in steps) + "}"
+            )
+            raise ConfigError(
+                f"{self.key}.prompt: output type {self.output.get('type')} takes {want}; got {given}"
+            )
+        return form
+
+    @functools.cached_property
+    def rules(self) -> Rules:
+        empty, compat = self._rules
+        rules = Rules.of(empty, compat, self.scale, self.better, self.key)
+        if isinstance(self.form, Claims | Ranking):
+            self.form.check(rules, self.key)
+        elif compat is not None:
+            raise ConfigError(f"{self.key}.compat applies to the claims and ranking output forms only")
+        return rules
+
+    def required(self) -> tuple[str, ...]:
+        extra = self.form.needs if isinstance(self.form, Claims | Ranking) else ()
+        return tuple(dict.fromkeys((*super().required(), *extra)))
 
     @functools.cached_property
     def reply_model(self) -> type[BaseModel]:
+        assert not isinstance(self.form, Claims | Ranking)  # their schemas are per item
         return self.form.reply_model()  # one class per judge: its response format is built once
 
-    def render(self, row: Row, output: str) -> list[Message]:
+    def render(self, row: Row, output: str, step: str = "judge", **extra: Any) -> list[Message]:
         variables = {
             "input": row.input,
             "output": output,
             "ground_truth": row.ground_truth,
+            "contexts": row.contexts,
             "row": dict(row.extra),
+            **extra,
         }
-        messages = self.prompt.render(**variables)
+        messages = self.prompts[step].render(**variables)
         if self.system:
             messages.insert(0, {"role": "system", "content": self.system.render(**variables)[0]["content"]})
         return messages
 
     def validate(self, sample: Row) -> None:
-        self.reply_model  # noqa: B018 - the output form's errors, before any call
-        self.render(sample, sample.output or "text")  # StrictUndefined catches variable typos
+        # The output form's and rules' errors, then every step rendered once (StrictUndefined catches
+        # variable typos), before any call.
+        self.rules  # noqa: B018
+        if not isinstance(self.form, Claims | Ranking):
+            self.reply_model  # noqa: B018
+        for step in self.prompts:
+            extra = self.form.variables(step) if isinstance(self.form, Claims | Ranking) else {}
+            self.render(sample, sample.output or "text", step, **extra)
 
     async def chain(self, row: Row, output: str, ctx: Context, settings: ModelSettings) -> ScoreResult:
-        step = await ctx.llm(settings).structured("judge", self.render(row, output), self.reply_model)
+        form, llm = self.form, ctx.llm(settings)
+        if isinstance(form, Claims | Ranking):
+            text = output if getattr(form, "of", "output") == "output" else row.ground_truth
+            render = functools.partial(self.render, row, output)
+            return await form.run(render, llm, text, row.contexts or [], self.rules)
+        step = await llm.structured("judge", self.render(row, output), self.reply_model)
         if not step.ok or step.reply is None:
             return ScoreResult.unscored(f"judge: {step.error}", [step])
-        _, label = self.form.score(step.reply)
+        _, label = form.score(step.reply)
         return ScoreResult(
-            score(self.form, step.reply, self.scale), f"{label}: {step.reply['reason']}", [step], step.reply
+            score(form, step.reply, self.scale), f"{label}: {step.reply['reason']}", [step], step.reply
         )
