@@ -198,7 +198,7 @@ def test_the_readmes_batch_command_runs_as_written(server: FakeLLMServer, tmp_pa
     [command] = [line for line in block.splitlines() if line.strip()]
     assert command.startswith("evalframe ")
     here = [f"model.api_base={server.openai_base}", "model.batch_poll=0.1", "dataset.limit=3"]
-    here.append("tracking=none")
+    here += ["tracking=none", *PRICE]  # behind the server's api_base the price is the config's
     result = run_cli([*command.split()[1:], *here], cwd=tmp_path, env={"OPENAI_API_KEY": FAKE_KEY})
     assert result.returncode == 0, result.stderr
     assert "requests in batches at the batch price; without batching $" in result.stdout.replace("\n", " ")
