@@ -172,3 +172,22 @@ def test_an_unknown_cost_is_stored_as_null_and_read_back_as_unknown() -> None:
     stored = to_jsonable(item)
     assert stored["scores"]["s"]["steps"][0]["usage"]["cost"] is None
     assert math.isnan(item_from_json(stored).scores["s"].usage.cost)
+
+
+def test_the_progress_line_says_unknown_once_an_unpriced_model_answered(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from evalframe import report
+
+    monkeypatch.setattr(report.console, "_force_terminal", True)  # the bar shows only in a terminal
+
+    def shown(*costs: float) -> str:
+        stats = Stats()
+        with report.progress(len(costs), stats) as advance:
+            for cost in costs:
+                stats.add_cost(cost, "a model")
+                advance()
+        return capsys.readouterr().out  # the bar as it was left: the run's cost so far
+
+    assert "cost $0.0013" in shown(0.00125)
+    assert "cost —" in (last := shown(0.00125, math.nan)) and "nan" not in last
