@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from mlflow.tracking import MlflowClient
 
-from evalframe import pipeline
+from evalframe import pipeline, redaction
 from evalframe.cache import Cache
 from evalframe.errors import ConfigError
 from evalframe.journal import RESULTS, item_from_json, read_items
@@ -98,6 +98,10 @@ def test_a_price_in_the_model_config_costs_the_tokens_at_that_price(
     assert paid > 0 and result.usage.cost == pytest.approx(paid, rel=1e-12)
     assert result.summaries["answer_similarity"].cost == pytest.approx(paid, rel=1e-12)
     assert run.data.metrics["usage/cost"] == pytest.approx(paid, rel=1e-12)
+    # A price per token is a setting, not a secret: logged as given, never blanked from a text
+    params = run.data.params
+    assert (params["model.input_cost_per_token"], params["model.output_cost_per_token"]) == ("2e-06", "1e-05")
+    assert redaction.scrub_text("at 2e-06 per token") == "at 2e-06 per token"
     assert f"cost ${paid:.4f};" in " ".join(capsys.readouterr().out.split())
 
 
