@@ -18,7 +18,16 @@ from evalframe.cache import Cache
 from evalframe.errors import ConfigError
 from evalframe.journal import RESULTS, item_from_json, read_items
 from evalframe.llm import LLM, ModelSettings
-from evalframe.results import ItemResult, RunResult, ScoreResult, Stats, StepResult, Usage, to_jsonable
+from evalframe.results import (
+    ItemResult,
+    Objective,
+    RunResult,
+    ScoreResult,
+    Stats,
+    StepResult,
+    Usage,
+    to_jsonable,
+)
 from evalframe.scorers.semantic_similarity import SemanticSimilarity
 from evalframe.summary import Summary
 from tests.conftest import PRICE, compose, fake_model
@@ -195,3 +204,8 @@ def test_the_progress_line_says_unknown_once_an_unpriced_model_answered(
 
     assert "cost $0.0013" in shown(0.00125)
     assert "cost —" in (last := shown(0.00125, math.nan)) and "nan" not in last
+
+
+def test_a_sweep_ranking_by_an_unknown_cost_says_why(capsys: pytest.CaptureFixture[str]) -> None:
+    assert Objective("usage/cost", "minimize").returned() == math.inf  # the worst: steered away from
+    assert "a model without a known price answered" in capsys.readouterr().err
