@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from evalframe.cache import key as cache_key
-from evalframe.llm import ModelRejected, ModelSettings, _transient_errors, lib
+from evalframe.llm import ModelRejected, ModelSettings, Pricing, _transient_errors, lib
 from evalframe.results import Message, Stats
 from evalframe.retry import with_retries
 
@@ -59,6 +59,7 @@ class Batcher:
         self.stats = stats
         self.book = run_dir / BOOK if run_dir else None
         self.model = lib().get_llm_provider(settings.name)[0]  # the name on the wire
+        self.pricing = Pricing(settings)
         self._pending: dict[str, tuple[dict[str, Any], asyncio.Future[dict[str, Any]]]] = {}
         self._timer: asyncio.TimerHandle | None = None
         self._sending: set[asyncio.Task[None]] = set()
@@ -200,17 +201,10 @@ class Batcher:
         return await with_retries(attempt, s.max_retries, lambda e: isinstance(e, transient))
 
     def _priced(self, body: dict[str, Any]) -> Any:
-        """The answer as LiteLLM's ModelResponse, its cost at the batch price (LiteLLM's batch rates,
-        else half the normal price), and what it would have cost as a normal call."""
-        litellm = lib()
-        response = litellm.ModelResponse(**body)
-        usage = response.usage
-        try:
-            tokens = {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens}
-            full = sum(litellm.cost_per_token(model=self.settings.name, **tokens))
-            cost = sum(litellm.cost_calculator.batch_cost_calculator(usage, self.settings.name))
-        except Exception:  # a model LiteLLM has no price for costs 0, as a normal call does
-            full = cost = 0.0
+        """The answer as LiteLLM's ModelResponse, its cost at the batch price (NaN when the model's price
+        is unknown), and what it would have cost as a normal call."""
+        response = lib().ModelResponse(**body)
+        cost, full = self.pricing.batched(response.usage)
         response._hidden_params["response_cost"] = cost
         self.stats.batch_cost += cost
         self.stats.unbatched_cost += full

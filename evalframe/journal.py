@@ -11,6 +11,7 @@ import contextlib
 import hashlib
 import itertools
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any, TextIO
@@ -63,7 +64,10 @@ def fingerprint(config: dict[str, Any]) -> str:
 
 
 def _step(d: dict[str, Any]) -> StepResult:
-    return StepResult(**{**d, "usage": Usage(**d.get("usage") or {})})
+    usage = d.get("usage") or {}
+    if "cost" in usage and usage["cost"] is None:  # stored as null: unknown (a model without a price)
+        usage = {**usage, "cost": math.nan}
+    return StepResult(**{**d, "usage": Usage(**usage)})
 
 
 def item_from_json(d: dict[str, Any]) -> ItemResult:

@@ -13,6 +13,7 @@ import contextlib
 import functools
 import gc
 import json
+import math
 import os
 import re
 import threading
@@ -101,12 +102,15 @@ class ModelSettings:
     tpm: float | None = None  # tokens per minute, likewise
     batch: bool = False  # through the provider's batch API at half price (evalframe.batch)
     batch_poll: float = 30.0  # seconds between two looks at a pending batch
+    input_cost_per_token: float | None = None  # USD: the model's price as the user knows it (both null:
+    output_cost_per_token: float | None = None  # LiteLLM's price, when it has one; see `priced`)
 
     def __hash__(self) -> int:  # `extra` is a dict; settings key the per-model client cache
         return hash(json.dumps(asdict(self), sort_keys=True, default=str))
 
     @classmethod
-    def from_config(cls, cfg: Mapping[str, Any]) -> ModelSettings:
+    def from_config(cls, cfg: Mapping[str, Any], key: str = "model") -> ModelSettings:
+        """The settings of the model at `key` in the config (named in the errors)."""
         known = set(cls.__dataclass_fields__)
         unknown = sorted(set(cfg) - known)
         if unknown:
@@ -120,6 +124,14 @@ class ModelSettings:
             number = isinstance(value, int | float) and not isinstance(value, bool)
             if value is not None and not (number and value > 0):
                 raise ConfigError(f"model.{budget}={value!r}: give a number above 0, or null for no budget")
+        for price in ("input_cost_per_token", "output_cost_per_token"):
+            value = cfg.get(price)
+            number = isinstance(value, int | float) and not isinstance(value, bool)
+            if value is not None and not (number and value >= 0):
+                raise ConfigError(
+                    f"{key}.{price}={value!r}: give USD per token (e.g. 1.5e-7; 0 for a free model), "
+                    "or null for LiteLLM's price"
+                )
         return cls(**{k: v for k, v in cfg.items() if v is not None or k in ("api_key_env", "api_base")})
 
     def api_key(self) -> str | None:
@@ -154,6 +166,38 @@ class ModelSettings:
                 f"or an OpenAI-compatible server: {key}.api_base=http://HOST:PORT/v1"
             )
 
+    def price(self) -> dict[str, float] | None:
+        """What a token costs as the config says (LiteLLM's custom_cost_per_token), if it says: a
+        price left null counts 0 once the other is set (an embedding model has no output tokens). A
+        local model (local/...) is free."""
+        if self.input_cost_per_token is None and self.output_cost_per_token is None:
+            return {"input_cost_per_token": 0.0, "output_cost_per_token": 0.0} if self.local else None
+        return {
+            "input_cost_per_token": float(self.input_cost_per_token or 0.0),
+            "output_cost_per_token": float(self.output_cost_per_token or 0.0),
+        }
+
+    @property
+    def local(self) -> bool:
+        """Served in this process (local_embeddings), at no price."""
+        from evalframe.local_embeddings import PROVIDER
+
+        return self.name.startswith(f"{PROVIDER}/")
+
+    def priced(self) -> bool:
+        """Whether what a call costs is known: the config gives a price (or the model is local), or
+        LiteLLM has a price for the model and it is served by its provider. Behind a custom api_base
+        the name says nothing of the price (a local server, a proxy, a fine-tune under a known name),
+        so it is unknown rather than guessed."""
+        if self.price() is not None:
+            return True
+        if self.api_base:
+            return False
+        try:
+            return lib().get_model_info(self.name).get("input_cost_per_token") is not None
+        except Exception:  # a model LiteLLM has no facts about
+            return False
+
     def deadline(self) -> float:
         """Seconds a request may keep waiting out 429s (and trying again) from its first attempt."""
         return self.timeout * (1 + self.max_retries)
@@ -183,6 +227,42 @@ class ModelSettings:
         if key:
             kwargs["api_key"] = key
         return kwargs
+
+
+class Pricing:
+    """What one model's calls cost in USD, decided once per model (ModelSettings.priced): at the
+    config's price, else at LiteLLM's; NaN when unknown, never a guess."""
+
+    def __init__(self, settings: ModelSettings):
+        self.name = settings.name
+        self.custom = settings.price()
+        self.known = settings.priced()
+
+    def of(self, response: Any) -> float:
+        """What a completion or an embedding call cost."""
+        if not self.known:
+            return math.nan
+        if self.custom is None:
+            cost = (getattr(response, "_hidden_params", None) or {}).get("response_cost")
+            return math.nan if cost is None else float(cost)
+        usage = getattr(response, "usage", None)
+        tokens = {k: getattr(usage, k, 0) or 0 for k in ("prompt_tokens", "completion_tokens")}
+        return sum(lib().cost_per_token(model=self.name, custom_cost_per_token=self.custom, **tokens))
+
+    def batched(self, usage: Any) -> tuple[float, float]:
+        """What a request sent in a batch cost at the batch price (LiteLLM's batch rates, else half the
+        normal price), and what it would have cost as a normal call."""
+        if not self.known:
+            return math.nan, math.nan
+        litellm = lib()
+        tokens = {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens}
+        try:
+            full = sum(litellm.cost_per_token(model=self.name, custom_cost_per_token=self.custom, **tokens))
+            info = cast(Any, self.custom)  # the config's price in place of LiteLLM's, when it gives one
+            cost = sum(litellm.cost_calculator.batch_cost_calculator(usage, self.name, model_info=info))
+        except Exception:  # LiteLLM could not price this reply after all: unknown, not 0
+            return math.nan, math.nan
+        return cost, full
 
 
 def missing_keys(model: str) -> list[str]:
@@ -285,6 +365,10 @@ class LLM:
         # model.batch=true: completions go through the provider's batch API instead (evalframe.batch)
         self.batcher: Callable[..., Awaitable[Any]] | None = None
 
+    @functools.cached_property
+    def pricing(self) -> Pricing:  # on the first call made: a run served by the cache never imports litellm
+        return Pricing(self.settings)
+
     async def _request(
         self,
         call: Callable[[], Awaitable[Any]],
@@ -362,11 +446,13 @@ class LLM:
         if self.batcher is not None:  # it counts the requests it sends in the run's calls
             step.attempts += 1
             response = await self.batcher(messages, **kwargs)
+            cost = response._hidden_params["response_cost"]  # at the batch price (Pricing.batched)
         else:
             litellm = lib()
             call = lambda: litellm.acompletion(messages=messages, **self.settings.call_kwargs(), **kwargs)  # noqa: E731
             response = await self._request(call, budget, step, self._estimate(messages))
-        self._account(step, response)
+            cost = self.pricing.of(response)
+        self._account(step, response, cost)
         return response
 
     def _estimate(self, messages: list[Message]) -> int:
@@ -379,15 +465,14 @@ class LLM:
             prompt = sum(len(m.get("content") or "") for m in messages) // 4
         return prompt + (self.settings.max_tokens or 0)
 
-    def _account(self, step: StepResult, response: Any) -> None:
+    def _account(self, step: StepResult, response: Any, cost: float) -> None:
         usage = getattr(response, "usage", None)
-        cost = float((getattr(response, "_hidden_params", None) or {}).get("response_cost") or 0.0)
         step.usage += Usage(
             prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
             completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
             cost=cost,
         )
-        self.stats.cost += cost
+        self.stats.add_cost(cost, self.settings.name)
 
     def _key(self, messages: list[Message], fmt: dict[str, Any] | None) -> str:
         s = self.settings
@@ -695,8 +780,8 @@ class LLM:
             if isinstance(response, BaseException):
                 continue
             u = getattr(response, "usage", None)
-            cost = float((getattr(response, "_hidden_params", None) or {}).get("response_cost") or 0.0)
-            self.stats.cost += cost
+            cost = self.pricing.of(response)
+            self.stats.add_cost(cost, self.settings.name)
             batch = owners[start : start + batch_size]
             tokens, extra = divmod(getattr(u, "prompt_tokens", 0) or 0, len(batch))
             for n, owner in enumerate(batch):  # the remainder of the division goes to the first pieces

@@ -24,9 +24,10 @@ from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import unquote
 
-# `token` ends a name (auth_token, X-Api-Token): max_tokens and the token_f1 scorer are settings, not secrets.
+# `token` ends a name (auth_token, X-Api-Token): max_tokens, the token_f1 scorer and a price per token
+# (input_cost_per_token) are settings, not secrets.
 SECRET = re.compile(
-    r"(api[-_]?key|token(?![a-z0-9_])|password|passwd|secret|credential|authori[sz]ation|cookie)",
+    r"(api[-_]?key|(?<!_per_)token(?![a-z0-9_])|password|passwd|secret|credential|authori[sz]ation|cookie)",
     re.IGNORECASE,
 )
 REDACTED = "***"

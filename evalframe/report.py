@@ -21,7 +21,7 @@ from evalframe.comparison import Comparison
 from evalframe.gate import Check
 from evalframe.jobs import Best, Holdout, Job, like_the_best
 from evalframe.results import SHOWN_UNSCORED, Objective, Stats
-from evalframe.summary import AGREEMENT, COLUMNS, Summary, fmt, fmt_interval
+from evalframe.summary import AGREEMENT, COLUMNS, Summary, fmt, fmt_cost, fmt_interval
 
 # Libraries whose INFO and WARNING lines (model loading, DB migrations, font caches, HTTP retries that
 # end well) hide our output; their errors still show, and hydra.verbose=true shows everything.
@@ -66,16 +66,17 @@ def progress(total: int, stats: Stats) -> Iterator[Callable[[], None]]:
         TextColumn("[bold]scoring"),
         BarColumn(),
         MofNCompleteColumn(),
-        TextColumn("calls {task.fields[calls]}  cache hits {task.fields[hits]}  ${task.fields[cost]:.4f}"),
+        TextColumn("calls {task.fields[calls]}  cache hits {task.fields[hits]}  cost {task.fields[cost]}"),
         TextColumn("[yellow]{task.fields[limits]}"),
         TimeElapsedColumn(),
     )
     with Progress(*columns, console=console, disable=not console.is_terminal, transient=False) as bar:
-        task = bar.add_task("scoring", total=total, calls=0, hits=0, cost=0.0, limits="")
+        task = bar.add_task("scoring", total=total, calls=0, hits=0, cost="$0.0000", limits="")
 
         def fields() -> dict[str, Any]:
             limits = rate_limits(stats)
-            return {"calls": stats.calls, "hits": stats.hits, "cost": stats.cost, "limits": limits}
+            cost = fmt_cost(stats.cost, "$")  # "—" once a model without a known price answered
+            return {"calls": stats.calls, "hits": stats.hits, "cost": cost, "limits": limits}
 
         def advance() -> None:
             bar.update(task, advance=1, **fields())

@@ -26,11 +26,17 @@ class Stats:
 
     calls: int = 0  # requests sent to a model, retries included
     hits: int = 0  # replies taken from the cache or shared with an identical request in flight
-    cost: float = 0.0
+    cost: float = 0.0  # USD; NaN (unknown) once a model without a known price answered (llm.Pricing)
     batched: int = 0  # requests sent through a batch API (model.batch=true), counted in calls too
     batch_cost: float = 0.0  # what those cost at the batch price (part of cost)
     unbatched_cost: float = 0.0  # what they would have cost as normal calls
     limits: dict[str, ModelLimits] = field(default_factory=dict)  # model name -> its rate limits
+    unpriced: set[str] = field(default_factory=set)  # the models whose calls' cost is unknown
+
+    def add_cost(self, cost: float, model: str) -> None:
+        self.cost += cost
+        if math.isnan(cost):
+            self.unpriced.add(model)
 
     @property
     def rate_limited(self) -> int:
@@ -52,7 +58,9 @@ class Stats:
 class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    cost: float = 0.0  # USD, from LiteLLM's local price map; 0 when the model is not priced
+    # USD, at the model's price in the config or LiteLLM's local price map; NaN when the model has no
+    # known price (a sum with an unknown part is unknown); 0 for a cached reply: nothing was paid
+    cost: float = 0.0
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -213,9 +221,14 @@ class Objective:
         so no rank correlation exists) becomes the worst value: Optuna rejects NaN and, through the
         Hydra sweeper, would crash the whole search; the worst value just steers it away."""
         if math.isnan(self.value):
+            why = (
+                "a model without a known price answered (README: Cost)"
+                if self.metric == "usage/cost"
+                else "no scored items, or every score the same"
+            )
             print(
-                f"warning: objective {self.metric} is NaN for this run (no scored items, or every score "
-                f"the same); reported to the sweeper as {self.worst}, the worst value",
+                f"warning: objective {self.metric} is NaN for this run ({why}); reported to the sweeper "
+                f"as {self.worst}, the worst value",
                 file=sys.stderr,
             )
             return self.worst
@@ -418,7 +431,8 @@ class RunResult:
         usage = self.usage
         out["usage/prompt_tokens"] = float(usage.prompt_tokens)
         out["usage/completion_tokens"] = float(usage.completion_tokens)
-        out["usage/cost"] = usage.cost
+        if not math.isnan(usage.cost):  # unknown: left out, like every other NaN metric
+            out["usage/cost"] = usage.cost
         out["usage/rate_limited"] = float(self.stats.rate_limited)
         out["usage/rate_limit_wait"] = self.stats.rate_wait
         return out
@@ -471,7 +485,7 @@ class RunResult:
                 columns[f"{name}/error"].append(r.error)
                 failed = next((s for s in r.steps if s.error), None)  # what the judge said, when unusable
                 columns[f"{name}/raw_reply"].append(failed.raw if failed else None)
-                columns[f"{name}/cost"].append(r.usage.cost)
+                columns[f"{name}/cost"].append(None if math.isnan(r.usage.cost) else r.usage.cost)
                 columns[f"{name}/latency"].append(round(r.latency, 3))
                 if name in judged:
                     columns[f"{name}/verdicts"].append("\n".join(r.verdicts()) or None)

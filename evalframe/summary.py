@@ -25,6 +25,12 @@ def fmt(value: Any, digits: int = 3, signed: bool = False) -> str:
     return f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
 
 
+def fmt_cost(value: float, unit: str = "") -> str:
+    """A cost in USD as every rendering writes it (`unit` "$" before it, outside a "cost $" column):
+    "—" when unknown (a model without a known price), never a guessed figure."""
+    return "—" if math.isnan(value) else f"{unit}{value:.4f}"
+
+
 def fmt_interval(interval: tuple[float, float] | None, scored: int | None = None, digits: int = 3) -> str:
     """A 95% interval as every rendering writes it; one scored item has none, and says so."""
     if scored == 1:
@@ -130,7 +136,7 @@ class Summary:
                 fmt(s.mean),
                 fmt_interval(self.intervals.get(f"{name}/mean"), s.scored),
                 *(fmt(v) for v in (s.std, s.min, s.max, s.scored, s.unscored)),
-                f"{s.cost:.4f}",
+                fmt_cost(s.cost),
             ]
             for name, s in self.scorers.items()
         ]
@@ -166,13 +172,19 @@ class Summary:
         )
         batched = (
             f" ({s.batched} requests in batches at the batch price; without batching "
-            f"${u.cost - s.batch_cost + s.unbatched_cost:.4f})"
+            f"{fmt_cost(u.cost - s.batch_cost + s.unbatched_cost, '$')})"
             if s.batched
+            else ""
+        )
+        unpriced = (
+            f" (no price for {', '.join(sorted(s.unpriced))}: set its input_cost_per_token, "
+            "output_cost_per_token)"
+            if s.unpriced and math.isnan(u.cost)
             else ""
         )
         return (
             f"model calls: {s.calls}, cache hits: {s.hits}{limited}; tokens: {u.prompt_tokens} in, "
-            f"{u.completion_tokens} out; cost ${u.cost:.4f}{batched}"
+            f"{u.completion_tokens} out; cost {fmt_cost(u.cost, '$')}{unpriced}{batched}"
         )
 
     def text(self) -> str:

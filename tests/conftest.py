@@ -85,13 +85,18 @@ def compose(overrides: list[str]) -> dict[str, Any]:
     return {str(k): v for k, v in config.items()}
 
 
+PRICE = ["model.input_cost_per_token=1.5e-7", "model.output_cost_per_token=6e-7"]
+
+
 def fake_model(server: FakeLLMServer | ScriptedModel, option: str = "gpt") -> list[str]:
     """Overrides that point a model option at the scripted judge, or at the fake server speaking that
     provider's protocol."""
     if isinstance(server, ScriptedModel):
         return [f"model={option}", *scripted_model.overrides()]
     base = server.openai_base if option == "gpt" else server.base_url
-    return [f"model={option}", f"model.api_base={base}", "model.timeout=10"]
+    # A model behind an api_base has no known price (its cost shows "—"): priced like gpt-4o-mini here,
+    # so the tests of cost accounting keep their meaning.
+    return [f"model={option}", f"model.api_base={base}", "model.timeout=10", *PRICE]
 
 
 def default_sigint() -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import signal
 import subprocess
@@ -22,7 +23,7 @@ from evalframe import pipeline
 from evalframe.batch import BOOK
 from evalframe.errors import ConfigError
 from evalframe.summary import Summary
-from tests.conftest import compose, fake_model
+from tests.conftest import PRICE, compose, fake_model
 from tests.fake_judge import judge
 from tests.testserver import FakeLLMServer, FakeRequest, Fault
 
@@ -76,6 +77,25 @@ def test_a_batched_run_scores_as_normal_calls_do_at_half_price(
     again = pipeline.evaluate(compose(overrides), tmp_path / "again")[0]
     assert server.batch_api == {} and again.stats.calls == 0
     assert again.means == result.means
+
+
+def test_a_batched_model_without_a_price_costs_unknown_not_half_of_a_guess(
+    server: FakeLLMServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", FAKE_KEY)
+    overrides = _batched(server, tmp_path, "model.batch=true", "model.batch_poll=0.05")
+    unpriced = [o for o in overrides if o not in PRICE]  # behind the server's api_base: no known price
+    result = pipeline.evaluate(compose(unpriced), tmp_path / "b")[0]
+    assert result.stats.batched == len(server.requests) > 0
+    assert math.isnan(result.stats.batch_cost) and math.isnan(result.usage.cost)
+    assert (
+        Summary.of(result)
+        .totals()
+        .endswith(
+            f"cost — (no price for openai/gpt-4o-mini: set its input_cost_per_token, output_cost_per_token) "
+            f"({result.stats.batched} requests in batches at the batch price; without batching —)"
+        )
+    )
 
 
 def test_an_invalid_or_failed_batch_reply_goes_again_in_the_next_batch(
@@ -222,7 +242,7 @@ def test_the_readmes_batch_command_runs_as_written(server: FakeLLMServer, tmp_pa
     [command] = [line for line in block.splitlines() if line.strip()]
     assert command.startswith("evalframe ")
     here = [f"model.api_base={server.openai_base}", "model.batch_poll=0.1", "dataset.limit=3"]
-    here.append("tracking=none")
+    here += ["tracking=none", *PRICE]  # behind the server's api_base the price is the config's
     result = run_cli([*command.split()[1:], *here], cwd=tmp_path, env={"OPENAI_API_KEY": FAKE_KEY})
     assert result.returncode == 0, result.stderr
     assert "requests in batches at the batch price; without batching $" in result.stdout.replace("\n", " ")

@@ -20,7 +20,10 @@ from tests.testserver import FakeLLMServer, FakeRequest, Fault
 
 
 def settings(server: FakeLLMServer, **extra: Any) -> ModelSettings:
-    return ModelSettings(name="openai/gpt-4o-mini", api_base=server.openai_base, **{"timeout": 5, **extra})
+    price = {"input_cost_per_token": 1.5e-7, "output_cost_per_token": 6e-7}  # unknown behind an api_base
+    return ModelSettings(
+        name="openai/gpt-4o-mini", api_base=server.openai_base, **{"timeout": 5, **price, **extra}
+    )
 
 
 def ask(server: FakeLLMServer, **extra: Any) -> StepResult:

@@ -34,8 +34,11 @@ def score(scorer: SemanticSimilarity, pairs: Sequence[tuple[str | None, str]]) -
 
 
 def remote(server: FakeLLMServer, **options: Any) -> SemanticSimilarity:
+    # Behind an api_base a model's price is unknown: priced as text-embedding-3-small is, in the config.
     return SemanticSimilarity(
-        models=["openai/text-embedding-3-small"], api_base=server.openai_base, **options
+        models=["openai/text-embedding-3-small"],
+        api_base=server.openai_base,
+        **{"input_cost_per_token": 2e-8, **options},
     )
 
 
@@ -163,7 +166,7 @@ def test_a_rerun_embeds_nothing_and_the_embedding_cost_counts(
     judge_server: FakeLLMServer, tmp_path: Path
 ) -> None:
     """Embeddings go through the model door like judge replies: cached (vectors and each pair's
-    cosine), and paid for in the run's totals (LiteLLM prices text-embedding-3-small)."""
+    cosine), and paid for in the run's totals, at the price the config gives."""
     pairs = [("Paris is the capital", "The capital is Paris"), ("red apples", "blue sky")]
     items = [(row(truth, i), output) for i, (truth, output) in enumerate(pairs)]
     scorer = remote(judge_server)
@@ -178,6 +181,7 @@ def test_a_rerun_embeds_nothing_and_the_embedding_cost_counts(
     assert all(r.usage.prompt_tokens > 0 for r in first)  # each item carries its texts' share
     billed = sum(max(1, (len(t) + 3) // 4) for pair in pairs for t in pair)  # the fake's token count
     assert sum(r.usage.prompt_tokens for r in first) == billed  # the batch's tokens, none lost to rounding
+    assert paid.cost == pytest.approx(billed * 2e-8, rel=1e-12)
     judge_server.reset()
     again, free = run()
     assert judge_server.count() == 0 and free.calls == 0 and free.hits == 2 and free.cost == 0

@@ -35,6 +35,7 @@ class SemanticSimilarity(Scorer):
         api_key_env: str | None = None,
         timeout: float = 120.0,
         tolerance: float = 0.2,
+        input_cost_per_token: float | None = None,
     ):
         if not models:
             raise ConfigError(
@@ -50,8 +51,14 @@ class SemanticSimilarity(Scorer):
         self.chunk = batch_size  # rows embedded together: a few calls per chunk, not one per row
         self.api_base = api_base
         self.api_key_env = api_key_env
+        where = "scorers.semantic_similarity"
         self.embedders = [
-            ModelSettings(name=m, api_key_env=api_key_env, api_base=api_base, timeout=timeout) for m in models
+            ModelSettings.from_config(
+                {"name": m, "api_key_env": api_key_env, "api_base": api_base, "timeout": timeout}
+                | {"input_cost_per_token": input_cost_per_token},
+                where,
+            )
+            for m in models
         ]
 
     def validate(self, sample: Row) -> None:
