@@ -204,6 +204,8 @@ def _score_cell(item: ItemResult, scorer: str) -> list[str]:
     r = item.scores.get(scorer)
     if r is None:
         return ['<td class="num">–</td>', '<td class="text"></td>']
+    if r.not_applicable:
+        return ['<td class="num">n/a</td>', f'<td class="text">{_text(r.reason)}</td>']
     if not r.scored:
         return [
             '<td class="num unscored">unscored</td>',

@@ -136,6 +136,12 @@ class ScoreResult:
         return not math.isnan(self.score)
 
     @property
+    def not_applicable(self) -> bool:
+        """Left unscored by a scorer's written rule (its `empty` rule: "the output makes no claims"),
+        not by a failure: counted apart from the unscored items, never against max_unscored_rate."""
+        return not self.scored and self.error is None
+
+    @property
     def usage(self) -> Usage:
         return sum((s.usage for s in self.steps), Usage())
 
@@ -165,6 +171,11 @@ class ScoreResult:
     @classmethod
     def unscored(cls, error: str, steps: list[StepResult] | None = None) -> ScoreResult:
         return cls(score=math.nan, reason=f"unscored: {error}", steps=steps or [], error=error)
+
+    @classmethod
+    def empty(cls, why: str, steps: list[StepResult] | None = None) -> ScoreResult:
+        """Nothing to measure, and the scorer's rule says to leave it unscored (not_applicable)."""
+        return cls(score=math.nan, reason=f"not applicable: {why}", steps=steps or [])
 
     def by_judge(self) -> dict[str, list[float]]:
         """Each judge's scores on this item, one per repeat (NaN where it failed)."""
@@ -259,12 +270,14 @@ class ScorerSummary:
     min: float
     max: float
     scored: int
-    unscored: int
+    unscored: int  # failed (the judge's reply unusable, a request failed): max_unscored_rate counts them
     cost: float
+    not_applicable: int = 0  # left unscored by the scorer's empty rule: nothing to measure
 
     @classmethod
-    def of_scores(cls, scores: Iterable[float], cost: float) -> ScorerSummary:
-        """Aggregate over scored items only: an unscored item (NaN) is counted, never averaged in as 0."""
+    def of_scores(cls, scores: Iterable[float], cost: float, not_applicable: int = 0) -> ScorerSummary:
+        """Aggregate over scored items only: an unscored item (NaN) is counted, never averaged in as 0;
+        `not_applicable` of the NaNs are items with nothing to measure, not failures."""
         every = list(scores)
         values = [v for v in every if not math.isnan(v)]
         nan = math.nan
@@ -274,8 +287,9 @@ class ScorerSummary:
             min=min(values) if values else nan,
             max=max(values) if values else nan,
             scored=len(values),
-            unscored=len(every) - len(values),
+            unscored=len(every) - len(values) - not_applicable,
             cost=cost,
+            not_applicable=not_applicable,
         )
 
 
@@ -347,6 +361,7 @@ class RunResult:
     # precision and recall), per scorer: figure -> [sum, items], over its scored items.
     figures: dict[str, dict[str, list[float]]] = field(default_factory=dict, init=False)
     _costs: dict[str, float] = field(default_factory=dict, init=False)
+    not_applicable: dict[str, int] = field(default_factory=dict, init=False)  # per scorer (ScoreResult's)
     # the first SHOWN_UNSCORED unscored items per scorer, also when `keep` caps `items`
     unscored: dict[str, list[Unscored]] = field(default_factory=dict, init=False)
 
@@ -355,7 +370,7 @@ class RunResult:
         for name in self.scorers:
             self.scores[name], self._costs[name], self.unscored[name] = array("d"), 0.0, []
             self.judges[name], self.judged[name], self.spread[name] = {}, array("b"), array("d")
-            self.figures[name] = {}
+            self.figures[name], self.not_applicable[name] = {}, 0
         for item in given:
             self.add(item)
 
@@ -378,7 +393,8 @@ class RunResult:
             self._add_judgments(name, result)
             self.scores[name].append(result.score)
             self._add_figures(name, result)
-            if not result.scored and len(self.unscored[name]) < SHOWN_UNSCORED:
+            self.not_applicable[name] += result.not_applicable
+            if result.error is not None and len(self.unscored[name]) < SHOWN_UNSCORED:
                 self.unscored[name].append(Unscored.of(item.id, result))
             self._costs[name] += result.usage.cost
             self.usage += result.usage
@@ -409,7 +425,10 @@ class RunResult:
 
     @property
     def summaries(self) -> dict[str, ScorerSummary]:
-        return {name: ScorerSummary.of_scores(self.scores[name], self._costs[name]) for name in self.scorers}
+        return {
+            name: ScorerSummary.of_scores(self.scores[name], self._costs[name], self.not_applicable[name])
+            for name in self.scorers
+        }
 
     def metrics(self) -> dict[str, float]:
         """Aggregate metrics, named `<scorer>/<statistic>` (NaN statistics are left out)."""

@@ -120,12 +120,19 @@ class Summary:
         return lines
 
     def figure_lines(self) -> list[str]:
-        """One line per scorer that reports figures beside its score (tool-call precision, recall...)."""
-        return [
+        """One line per scorer that reports figures beside its score (tool-call precision, recall...),
+        and per scorer that had items with nothing to measure (left out of its mean by its empty rule)."""
+        figures = [
             f"{name}: "
             + ", ".join(f"{figure} {fmt(mean)}" for figure, mean in means.items())
             + " (item means)"
             for name, means in self.figures.items()
+        ]
+        return figures + [
+            f"{name}: {s.not_applicable} item{'s' * (s.not_applicable != 1)} not applicable (nothing to "
+            "measure; its empty rule leaves them out of the mean, not counted as unscored)"
+            for name, s in self.scorers.items()
+            if s.not_applicable
         ]
 
     def rows(self) -> list[list[str]]:

@@ -253,7 +253,8 @@ def _assessments(item: ItemResult, sources: Mapping[str, Any]) -> list[Any]:
         if r.scored:
             out.append(Feedback(name=name, value=r.score, rationale=r.reason, source=source))
         else:
-            error = AssessmentError(error_code="UNSCORED", error_message=r.error or r.reason)
+            code = "NOT_APPLICABLE" if r.not_applicable else "UNSCORED"
+            error = AssessmentError(error_code=code, error_message=r.error or r.reason)
             out.append(Feedback(name=name, error=error, rationale=r.reason, source=source))
     return out
 

@@ -37,7 +37,7 @@ def test_ragas_id_based_formulas(
 
 def test_the_empty_rule_and_reasons() -> None:
     unscored = ContextPrecisionIds().score_ids([], ["d1"])
-    assert unscored.error and "no context id was retrieved" in unscored.reason
+    assert unscored.not_applicable and "no context id was retrieved" in unscored.reason
     assert ContextPrecisionIds(empty=1).score_ids([], []).score == 1.0
     assert ContextRecallIds(empty=0).score_ids(["d1"], []).score == 0.0
     assert ContextPrecisionIds().score_ids(["d1", "d7"], ["d1"]).reason == (
@@ -47,7 +47,7 @@ def test_the_empty_rule_and_reasons() -> None:
         "1 of 2 reference ids were retrieved; not retrieved: d2."
     )
     with pytest.raises(
-        ConfigError, match=r"scorers\.context_recall_ids\.empty='never': choose unscored, 0 or 1"
+        ConfigError, match=r"scorers\.context_recall_ids\.empty='never' is not a rule; use unscored, 0 or 1"
     ):
         ContextRecallIds(empty="never")
 

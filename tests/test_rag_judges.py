@@ -144,7 +144,8 @@ def test_the_empty_cases_follow_the_rule_or_the_peer() -> None:
         decided = Rules.of(rule, None, 1.0, "higher", "k").decided("the output makes no claims", no_claims)
         assert decided.score == value or (math.isnan(value) and not decided.scored)
     unscored = Rules().decided("the output makes no claims", no_claims)
-    assert unscored.reason == "unscored: the output makes no claims (empty: unscored)"
+    assert unscored.reason == "not applicable: the output makes no claims (empty: unscored)"
+    assert unscored.not_applicable and unscored.error is None  # nothing to measure is no failure
     assert Rules.of(0, None, 1.0, "higher", "k").decided("no contexts retrieved").reason == (
         "no contexts retrieved: score 0 (empty: 0)."
     )
@@ -181,13 +182,15 @@ def test_calls_per_item_and_verdict_counts_with_a_constrained_decoder(
             r = item.scores[judge]
             asked = [s.step for s in r.steps]
             if not r.scored:  # only an empty case may leave an item unscored: never an invalid reply
-                assert r.error and ("makes no" in r.error or "no contexts" in r.error), r.error
+                assert r.not_applicable and ("makes no" in r.reason or "no contexts" in r.reason), r.reason
             if item.id == "no-contexts":
-                assert asked == [] and r.error == "no contexts retrieved (empty: unscored)"
+                assert asked == [] and r.reason == "not applicable: no contexts retrieved (empty: unscored)"
             elif judge == "context_precision":
                 assert asked == ["relevance"] and len(r.details["verdicts"]) == len(item.record["contexts"])
             elif item.id == "empty-output" and judge in ("faithfulness", "hallucination"):
-                assert asked == [] and r.error == "the output makes no claims (empty: unscored)"
+                assert (
+                    asked == [] and r.reason == "not applicable: the output makes no claims (empty: unscored)"
+                )
             else:
                 assert asked in (["claims"], ["claims", "verdicts"])  # no statements: no verdict call
                 if r.details:

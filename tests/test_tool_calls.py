@@ -101,7 +101,7 @@ def test_values_compare_as_json_values() -> None:
 
 def test_the_empty_rule_and_one_sided_cases() -> None:
     both_empty = {rule: scored([], [], empty=rule) for rule in ("unscored", 0, 1, "1")}
-    assert math.isnan(both_empty["unscored"].score) and both_empty["unscored"].error
+    assert math.isnan(both_empty["unscored"].score) and both_empty["unscored"].not_applicable
     assert "no calls expected and none made" in both_empty["unscored"].reason
     assert both_empty[0].score == 0 and both_empty[1].score == 1 == both_empty["1"].score
     assert both_empty[1].details["figures"]["precision"] == 1.0
@@ -116,7 +116,9 @@ def test_the_empty_rule_and_one_sided_cases() -> None:
     [("args", "fuzzy"), ("score", "accuracy"), ("empty", "nan"), ("compat", "trulens")],
 )
 def test_a_bad_setting_is_one_line_naming_the_key(setting: str, value: str) -> None:
-    with pytest.raises(ConfigError, match=rf"scorers\.tool_call_accuracy\.{setting}='{value}': choose"):
+    with pytest.raises(
+        ConfigError, match=rf"scorers\.tool_call_accuracy\.{setting}='{value}'( is not a rule)?[:;]"
+    ):
         ToolCallAccuracy(**{setting: value})
 
 

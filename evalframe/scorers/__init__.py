@@ -182,23 +182,26 @@ def round_half_up(value: float, places: int = 2) -> float:
     return float(exact.quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP))
 
 
-# `empty`: what a no-call metric scores when there is nothing to measure (e.g. no call expected and none
-# made): unscored (NaN, with the reason; left out of the mean and counted), 0 or 1.
+# `empty`: what a scorer gives an item with nothing to measure (no claims, no contexts, no call expected
+# and none made): unscored (NaN, with the reason; left out of the mean and counted as not applicable,
+# not as a failure), 0 or 1.
 EMPTY_RULES = {"unscored": math.nan, "0": 0.0, "1": 1.0}
 
 
 def empty_rule(value: Any, where: str) -> float:
-    """The score an `empty` setting gives (NaN: unscored); YAML reads `empty: 1` as a number."""
-    key = str(int(value)) if isinstance(value, int | float) and value in (0, 1) else str(value)
-    if key not in EMPTY_RULES:
-        raise ConfigError(f"{where}.empty={value!r}: choose unscored, 0 or 1")
+    """The score an `empty` setting gives (NaN: unscored); YAML reads `empty: 1` as a number, and 0.5
+    or true is no rule."""
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    key = {0: "0", 1: "1"}.get(value, value) if number else value
+    if not isinstance(key, str) or key not in EMPTY_RULES:
+        raise ConfigError(f"{where}.empty={value!r} is not a rule; use unscored, 0 or 1")
     return EMPTY_RULES[key]
 
 
 def when_empty(rule: float, why: str) -> ScoreResult:
     """The result of an item with nothing to measure, under its `empty` rule, saying why."""
     if math.isnan(rule):
-        return ScoreResult.unscored(why)
+        return ScoreResult.empty(why)
     return ScoreResult(rule, f"{why[:1].upper()}{why[1:]}: score {rule:g} (empty={rule:g}).")
 
 

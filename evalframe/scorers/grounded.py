@@ -25,10 +25,9 @@ from pydantic import create_model
 from evalframe.errors import ConfigError
 from evalframe.llm import LLM
 from evalframe.results import Message, ScoreResult
-from evalframe.scorers import Reply, enum_of, in_order, per_position, round_half_up, weights_of
+from evalframe.scorers import Reply, empty_rule, enum_of, in_order, per_position, round_half_up, weights_of
 
 COMPATS = ("ragas", "deepeval", "mastra")
-EMPTY_RULES = {"unscored": math.nan, "0": 0.0, "1": 1.0}
 # What each peer gives where evalframe's `empty` rule applies (None: the case is not theirs to decide).
 # No claims in the output: RAGAS NaN (unscored), DeepEval 1, Mastra 0. No retrieved chunk in context
 # precision: RAGAS 0 (its 1e-10 denominator), DeepEval 0 (no verdicts), Mastra refuses the input.
@@ -44,18 +43,14 @@ Render = Callable[..., list[Message]]  # (step, **extra variables) -> that step'
 class Rules:
     """How a claims or ranking verdict list becomes a score (all re-scorable: no prompt changes)."""
 
-    empty: str = "unscored"  # unscored | 0 | 1
+    empty: float = math.nan  # the `empty` rule's score; NaN: unscored (not applicable)
     compat: str | None = None  # ragas | deepeval | mastra
     scale: float = 1.0
     better: str = "higher"  # which way is good: the reason names the verdicts that are not
 
     @classmethod
     def of(cls, empty: Any, compat: Any, scale: float, better: str, key: str) -> Rules:
-        # YAML reads `empty: 0` as a number; 0.5 is no rule (a number that is 0 or 1 is)
-        number = isinstance(empty, int | float) and not isinstance(empty, bool)
-        rule = {0: "0", 1: "1"}.get(empty, empty) if number else empty
-        if not isinstance(rule, str) or rule not in EMPTY_RULES:
-            raise ConfigError(f"{key}.empty={empty!r} is not a rule; use unscored, 0 or 1")
+        rule = empty_rule(empty, key)
         if compat is not None and compat not in COMPATS:
             raise ConfigError(
                 f"{key}.compat={compat!r} is not an option; use one of {', '.join(COMPATS)} or null"
@@ -69,9 +64,10 @@ class Rules:
         if self.compat and compat_value is not None:
             value, how = compat_value[self.compat], f"as {self.compat} scores it"
         else:
-            value, how = EMPTY_RULES[self.empty], f"empty: {self.empty}"
+            value = self.empty
+            how = f"empty: {'unscored' if math.isnan(value) else f'{value:g}'}"
         if math.isnan(value):
-            return ScoreResult.unscored(f"{what} ({how})")
+            return ScoreResult.empty(f"{what} ({how})")
         return ScoreResult(value * self.scale, f"{what}: score {value * self.scale:g} ({how}).")
 
 
