@@ -129,8 +129,7 @@ class Summary:
             for name, means in self.figures.items()
         ]
         return figures + [
-            f"{name}: {s.not_applicable} item{'s' * (s.not_applicable != 1)} not applicable (nothing to "
-            "measure; its empty rule leaves them out of the mean, not counted as unscored)"
+            f"{name}: {s.not_applicable} not applicable (nothing to measure: out of the mean, not unscored)"
             for name, s in self.scorers.items()
             if s.not_applicable
         ]
