@@ -499,3 +499,18 @@ def test_verdict_lines_are_read_from_any_scorer_that_keeps_verdicts() -> None:
     form = {"statements": [{"statement": "a", "reason": "r0", "verdict": "unsure"}], "reason": "overall"}
     assert ScoreResult(0.5, "", details=form).verdicts() == ["0 unsure “a”: r0"]  # the Judge's verdicts form
     assert ScoreResult(1.0, "", details={"reason": "r", "choice": "same"}).verdicts() == []
+
+
+def test_with_repeats_an_output_without_claims_is_not_applicable_not_failed(
+    scripted: ScriptedModel, tmp_path: Path
+) -> None:
+    """A panel (here two repeats) whose judgments all find nothing to measure leaves the item not
+    applicable, like one judgment does: no judge failed, so nothing counts against max_unscored_rate."""
+    scripted.responder = lambda request: {"statements": []}  # the judge finds no claim in any output
+    cfg = config(scripted, tmp_path, ["faithfulness"], "repeats=2", "max_unscored_rate=0")
+    result, code = pipeline.evaluate(cfg, tmp_path / "out")
+    scores = [item.scores["faithfulness"] for item in result.items]
+    asked = [r for r in scores if r.steps]
+    assert asked and all(r.not_applicable and "makes no claims" in r.reason for r in asked)
+    summary = result.summaries["faithfulness"]
+    assert summary.unscored == 0 and summary.not_applicable == len(scores) and code == 0
