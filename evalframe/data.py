@@ -141,15 +141,18 @@ def _json_list(value: Any, column: str, where: str) -> list[Any]:
             raise DataError(
                 f"{where}: {column!r} must be a list (a JSON list in a CSV cell), got text {_short(value)}"
             )
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise DataError(
-                f"{where}: {column!r} is not a valid JSON list ({e.msg} at column {e.colno})"
-            ) from None
+        value = _loads(text, f"{where}: {column!r} is not a valid JSON list")
     if not isinstance(value, list):
         raise DataError(f"{where}: {column!r} must be a list, got {type(value).__name__}")
     return value
+
+
+def _loads(text: str, problem: str) -> Any:
+    """JSON text's value, or a DataError saying `problem` and where the text breaks."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise DataError(f"{problem} ({e.msg} at column {e.colno})") from None
 
 
 def _short(text: str) -> str:
@@ -179,12 +182,8 @@ def tool_call(value: Any, column: str, where: str) -> ToolCall:
     if arguments is None or arguments == "":
         arguments = {}
     if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments)
-        except json.JSONDecodeError as e:
-            raise DataError(
-                f"{where}: {column!r}: the arguments of {spec['name']} are not valid JSON ({e.msg})"
-            ) from None
+        problem = f"{where}: {column!r}: the arguments of {spec['name']} are not valid JSON"
+        arguments = _loads(arguments, problem)
     if not isinstance(arguments, Mapping):
         raise DataError(f"{where}: {column!r}: the arguments of {spec['name']} must be an object")
     return ToolCall(spec["name"], dict(arguments))
