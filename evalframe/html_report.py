@@ -213,7 +213,7 @@ def _score_cell(item: ItemResult, scorer: str) -> list[str]:
         ]
     verdicts = r.verdicts()
     folded = (
-        f"<details><summary>{len(verdicts)} verdicts</summary>"
+        f"<details><summary>{len(verdicts)} verdict{'s' * (len(verdicts) != 1)}</summary>"
         + "".join(f"<div>{escape(line)}</div>" for line in verdicts)
         + "</details>"
         if verdicts
