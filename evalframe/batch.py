@@ -195,9 +195,7 @@ class _Anthropic(_OpenAI):
 
     def mapped(self, error: Exception, model: str) -> Exception:
         response = getattr(error, "response", None)
-        if (
-            type(error).__name__ == "HTTPStatusError" and response is not None
-        ):  # as LiteLLM's handler wraps it
+        if type(error).__name__ == "HTTPStatusError" and response is not None:  # wrapped as its handler does
             error = lib().llms.anthropic.common_utils.AnthropicError(
                 status_code=response.status_code, message=response.text, headers=response.headers
             )

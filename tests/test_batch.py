@@ -58,22 +58,31 @@ def _bodies(server: FakeLLMServer) -> list[str]:
     return sorted(json.dumps(r.body, sort_keys=True) for r in server.requests)
 
 
-@pytest.mark.parametrize("option", WIRES)
+@pytest.mark.parametrize(
+    ("option", "name"),
+    [
+        ("gpt", None),
+        ("claude", None),  # claude-sonnet-4-5: structured output as output_format
+        ("claude", "anthropic/claude-3-5-haiku-20241022"),  # as a forced tool (LiteLLM has no price for it)
+    ],
+)
 def test_a_batched_run_scores_as_normal_calls_do_at_half_price(
     server: FakeLLMServer,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
     option: str,
+    name: str | None,
 ) -> None:
     key_env, _, prefix = WIRES[option]
     monkeypatch.setenv(key_env, FAKE_KEY)
-    overrides = _batched(server, tmp_path, "cache.mode=off", option=option)
+    model = [f"model.name={name}"] if name else []
+    overrides = _batched(server, tmp_path, "cache.mode=off", *model, option=option)
     normal = pipeline.evaluate(compose(overrides), tmp_path / "n")[0]
     normal_bodies, normal_betas = _bodies(server), {r.headers.get("anthropic-beta") for r in server.requests}
     server.reset()
 
-    overrides = _batched(server, tmp_path, "model.batch=true", "model.batch_poll=0.05", option=option)
+    overrides = _batched(server, tmp_path, "model.batch=true", "model.batch_poll=0.05", *model, option=option)
     result = pipeline.evaluate(compose(overrides), tmp_path / "b")[0]
     # Every request went in a batch, none as a normal call; the same ones as without batching, byte for
     # byte the bodies a normal call sends (LiteLLM's own transformation, structured output included).
@@ -81,7 +90,7 @@ def test_a_batched_run_scores_as_normal_calls_do_at_half_price(
     assert _bodies(server) == normal_bodies
     if option == "claude":  # the structured-output beta a normal call sends, with the batches beta
         [betas] = {r.headers["anthropic-beta"] for r in server.requests}
-        assert set(betas.split(",")) == {*normal_betas, "message-batches-2024-09-24"}
+        assert set(betas.split(",")) == {*normal_betas, "message-batches-2024-09-24"} - {None}
         assert {r.headers["x-api-key"] for r in server.requests} == {FAKE_KEY}
     # extract (answer and ground truth together), then analyze: two successive batches
     assert server.batch_api["create"] == 2 and server.batch_api.get("upload", 2) == 2
@@ -89,7 +98,7 @@ def test_a_batched_run_scores_as_normal_calls_do_at_half_price(
         i.scores["answer_similarity"].score for i in normal.items
     ]
     assert result.stats.batch_cost == pytest.approx(result.stats.unbatched_cost / 2)  # LiteLLM's batch rates
-    assert result.usage.cost == pytest.approx(normal.usage.cost / 2) and result.usage.cost > 0
+    assert result.usage.cost == pytest.approx(normal.usage.cost / 2) and (result.usage.cost > 0 or name)
     assert "without batching $" in Summary.of(result).totals()
     book = [json.loads(line) for line in (tmp_path / "b" / BOOK).read_text().splitlines()]
     assert len(book) == 2 and all(entry["batch"].startswith(prefix) for entry in book)
