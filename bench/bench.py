@@ -219,47 +219,50 @@ def bench_process(codes: dict[str, Path], work: Path, items: int, latency: float
 
 
 def bench_batch(work: Path, items: int) -> None:
-    """(i) model.batch=true: requests sent as normal calls vs in batches, cost with and without batching."""
+    """(i) model.batch=true: requests sent as normal calls vs in batches, cost with and without batching,
+    through OpenAI's Batch API and Anthropic's Message Batches."""
     from evalframe import llm, pipeline
 
     llm.lib()
     data = synthetic_dataset(work / "batch.jsonl", items)
     with judge_server(0.0, batch_delay=1.0) as base:
-        common = [
-            "scorer=answer_similarity",
-            "model=gpt",
-            f"model.api_base={base}/v1",
-            "tracking=none",
-            "cache.mode=off",
-            "dataset=jsonl",
-            f"dataset.path={data}",
-        ]
-        import contextlib
-        import io
+        for option, api_base in (("gpt", f"{base}/v1"), ("claude", base)):
+            common = [
+                "scorer=answer_similarity",
+                f"model={option}",
+                f"model.api_base={api_base}",
+                "tracking=none",
+                "cache.mode=off",
+                "dataset=jsonl",
+                f"dataset.path={data}",
+            ]
+            import contextlib
+            import io
 
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-            normal = pipeline.evaluate(compose(common), work / "normal")[0]
-            stats = server_stats(base)
-            normal_calls = stats["requests"]
-            started = time.perf_counter()
-            config = compose([*common, "model.batch=true", "model.batch_poll=0.5"])
-            batched = pipeline.evaluate(config, work / "b")[0]
-            seconds = time.perf_counter() - started
-        after = server_stats(base)
-        sent = after["requests"] - stats["requests"]
-        in_batches = after["batched"] - stats["batched"]
-        s = batched.stats
-        same = [i.scores["answer_similarity"].score for i in normal.items] == [
-            i.scores["answer_similarity"].score for i in batched.items
-        ]
-        print(
-            f"(i) batch mode, {items} items: normal run {normal_calls} requests as normal calls; batched run "
-            f"{sent - in_batches} as normal calls, {in_batches} in "
-            f"{after['batch_api'].get('create', 0)} batches ({seconds:.1f} s with a 1 s batch delay); "
-            f"cost ${batched.usage.cost:.4f} at the batch price vs "
-            f"${batched.usage.cost - s.batch_cost + s.unbatched_cost:.4f} without "
-            f"(normal run: ${normal.usage.cost:.4f}); same scores as normal calls: {same}"
-        )
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+                stats = server_stats(base)
+                normal = pipeline.evaluate(compose(common), work / option / "normal")[0]
+                between = server_stats(base)
+                normal_calls = between["requests"] - stats["requests"]
+                started = time.perf_counter()
+                config = compose([*common, "model.batch=true", "model.batch_poll=0.5"])
+                batched = pipeline.evaluate(config, work / option / "b")[0]
+                seconds = time.perf_counter() - started
+            after = server_stats(base)
+            sent = after["requests"] - between["requests"]
+            in_batches = after["batched"] - between["batched"]
+            created = after["batch_api"].get("create", 0) - between["batch_api"].get("create", 0)
+            s = batched.stats
+            same = [i.scores["answer_similarity"].score for i in normal.items] == [
+                i.scores["answer_similarity"].score for i in batched.items
+            ]
+            print(
+                f"(i) batch mode, model={option}, {items} items: normal run {normal_calls} requests as "
+                f"normal calls; batched run {sent - in_batches} as normal calls, {in_batches} in {created} "
+                f"batches ({seconds:.1f} s with a 1 s batch delay); cost ${batched.usage.cost:.4f} at the "
+                f"batch price vs ${batched.usage.cost - s.batch_cost + s.unbatched_cost:.4f} without "
+                f"(normal run: ${normal.usage.cost:.4f}); same scores as normal calls: {same}"
+            )
 
 
 def bench_embedding_runs(codes: dict[str, Path], work: Path, rows: int = 2000) -> None:

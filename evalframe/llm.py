@@ -148,15 +148,13 @@ class ModelSettings:
         `key` is where this model sits in the config: `model` (the judge) or `target.model`.
         """
         pick = "model=" if key == "model" else f"model@{key}="
-        if self.batch and lib().get_llm_provider(self.name)[1] != "openai":
-            # LiteLLM 1.106 retrieves Anthropic's Message Batches and reads their results, but cannot
-            # create one: its create_batch has no Anthropic path ("LiteLLM doesn't support
-            # custom_llm_provider=anthropic for 'create_batch'"; tests/test_batch.py notices the day it
-            # gets one). Gemini (AI Studio) and Ollama have none either.
+        if self.batch and lib().get_llm_provider(self.name)[1] not in ("openai", "anthropic"):
+            # evalframe.batch drives OpenAI's Batch API and Anthropic's Message Batches; Gemini (AI
+            # Studio) and Ollama have no batch API that LiteLLM drives.
             raise ConfigError(
-                f"{key}.batch=true: batches go only through OpenAI's Batch API, and {self.name} is not an "
-                f"OpenAI model (LiteLLM cannot create Anthropic's Message Batches); use an openai/... "
-                f"model ({pick}gpt, or an OpenAI-compatible {key}.api_base), or {key}.batch=false"
+                f"{key}.batch=true: batches go through OpenAI's Batch API or Anthropic's Message Batches, "
+                f"and {self.name} is neither; use {pick}gpt (or an OpenAI-compatible {key}.api_base) or "
+                f"{pick}claude, or {key}.batch=false"
             )
         if self.api_key_env and not os.environ.get(self.api_key_env) and not self.api_base:
             raise ConfigError(

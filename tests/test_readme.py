@@ -49,7 +49,7 @@ COMPOSED_ONLY = {
     "--help": "prints the help (tests/test_cli.py)",
     "--cfg": "prints the composed config",
     "target=http": "needs your service (tests/test_targets.py runs the HTTP target against a local one)",
-    "model.batch=true": "needs OpenAI's Batch API (tests/test_batch.py runs it against the test server's)",
+    "model.batch=true": "needs a batch API (tests/test_batch.py runs it against the test server's)",
 }
 COMPARE = "compares two logged runs by id (tests/test_compare.py runs it, and the CI step, on real runs)"
 

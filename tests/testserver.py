@@ -14,7 +14,12 @@ OpenAI) so they exercise LiteLLM's real HTTP, retry and parsing code. Wire shape
 
 OpenAI's Batch API too: POST /v1/files (multipart upload of a JSONL of chat requests), POST /v1/batches,
 GET /v1/batches/ID (in progress until `batch_delay` seconds after its creation, then completed, every
-line answered by the responder as a chat request would be), GET /v1/files/ID/content.
+line answered by the responder as a chat request would be), GET /v1/files/ID/content. And Anthropic's
+Message Batches: POST /v1/messages/batches (the requests inline), GET /v1/messages/batches/ID
+(processing_status in_progress until `batch_delay` after its creation, then ended, each request answered
+as POST /v1/messages would answer it), GET /v1/messages/batches/ID/results (JSONL). `expire_next`
+batches, or one given to `expire`, expire instead of completing, as each provider reports it;
+`batch_faults` answer the next calls of an endpoint with errors.
 """
 
 from __future__ import annotations
@@ -438,7 +443,7 @@ class _Handler(BaseHTTPRequestHandler):
                     "batch_api": dict(owner.batch_api),  # calls of each batch endpoint
                 }
             return self.send(200, stats)
-        if self.path.startswith("/v1/batches/") or self.path.startswith("/v1/files/"):
+        if self.path.startswith(("/v1/batches/", "/v1/files/", "/v1/messages/batches/")):
             return self.server.owner._batch_api(self, b"")
         self.send(404, _error_body("openai", 404, f"unknown path {self.path}"))
 
@@ -507,6 +512,9 @@ class FakeLLMServer(RequestLog):
         self.batch_delay = batch_delay  # seconds from a batch's creation to its completion
         self.files: dict[str, bytes] = {}
         self.batches: dict[str, dict] = {}
+        self.expire_next = 0  # the next N batches created expire (the provider gave up on them) when due
+        # "upload", "create", "retrieve", "content" -> faults answering the next calls of that endpoint
+        self.batch_faults: dict[str, list[Fault]] = {}
         self.latency, self.error_rate, self.error_statuses = latency, error_rate, error_statuses
         self.seed, self.port = seed, port  # port=0: pick a free one
         self.rate_limit = rate_limit
@@ -605,7 +613,7 @@ class FakeLLMServer(RequestLog):
             self.first = self.first or arrived
         raw = h.rfile.read(int(h.headers.get("Content-Length") or 0))
         path = h.path.split("?", 1)[0]
-        if path in ("/v1/files", "/v1/batches"):
+        if path in ("/v1/files", "/v1/batches", "/v1/messages/batches"):
             return self._batch_api(h, raw)
         try:
             body = json.loads(raw or b"{}")
@@ -650,31 +658,45 @@ class FakeLLMServer(RequestLog):
             limits = self._limits(time.monotonic())[0] if self.rate_limit is not None else {}
         h.send(200, result, limits)
 
-    # -------------------------------------------------------------- OpenAI's Batch API
+    # -------------------------------------------------------------- batch APIs: OpenAI's, Anthropic's
     def _batch_api(self, h: _Handler, raw: bytes) -> None:
         path = h.path.split("?", 1)[0]
-        reply: dict | None
+        wire = "anthropic" if path.startswith("/v1/messages/batches") else "openai"
+        kind = {"/v1/files": "upload", "/v1/batches": "create", "/v1/messages/batches": "create"}.get(path)
+        kind = kind or ("content" if path.endswith(("/content", "/results")) else "retrieve")
+        with self._lock:
+            queue = self.batch_faults.get(kind)
+            fault = queue.pop(0) if queue else None
+            self.faults += fault is not None
+        if fault is not None:
+            payload = fault.body or json.dumps(_error_body(wire, fault.status, f"fake {fault.status}"))
+            return h.send(fault.status, payload)
+        reply: dict | str | None
         if path == "/v1/files":
-            kind, reply = "upload", self._upload(h, raw)
+            reply = self._upload(h, raw)
         elif path == "/v1/batches":
-            kind, reply = "create", self._create_batch(json.loads(raw or b"{}"))
-        elif path.startswith("/v1/batches/"):
-            kind, reply = "retrieve", self._batch(path.rsplit("/", 1)[-1])
-        elif path.startswith("/v1/files/") and path.endswith("/content"):
-            kind = "content"
+            reply = self._create_batch(json.loads(raw or b"{}"))
+        elif path == "/v1/messages/batches":
+            headers = {k.lower(): v for k, v in h.headers.items()}
+            reply = self._create_message_batch(json.loads(raw or b"{}"), headers)
+        elif path.startswith("/v1/messages/batches/") and kind == "content":
+            reply = (self.batches.get(path.split("/")[4]) or {}).get("_results")  # once the batch has ended
+        elif path.startswith(("/v1/batches/", "/v1/messages/batches/")):
+            reply = self._batch(path.rsplit("/", 1)[-1])
+        elif path.startswith("/v1/files/") and kind == "content":
             content = self.files.get(path.split("/")[3])
-            if content is None:
-                return h.send(404, _error_body("openai", 404, f"no file {path}"))
-            with self._lock:
-                self.batch_api[kind] = self.batch_api.get(kind, 0) + 1
-            return h.send(200, content.decode(), {"Content-Type": "application/octet-stream"})
+            reply = None if content is None else content.decode()
         else:
-            return h.send(404, _error_body("openai", 404, f"unknown path {path}"))
+            return h.send(404, _error_body(wire, 404, f"unknown path {path}"))
         with self._lock:
             self.batch_api[kind] = self.batch_api.get(kind, 0) + 1
         if reply is None:
-            return h.send(404, _error_body("openai", 404, f"unknown path {path}"))
-        h.send(200, reply)
+            return h.send(404, _error_body(wire, 404, f"no such batch, file or results: {path}"))
+        h.send(200, reply, {"Content-Type": "application/octet-stream"} if isinstance(reply, str) else None)
+
+    def expire(self, batch_id: str) -> None:
+        """The provider gives up on a pending batch (as after its 24 h): when due, it expires instead."""
+        self.batches[batch_id]["_expires"] = True
 
     def _upload(self, h: _Handler, raw: bytes) -> dict:
         """A multipart/form-data upload (purpose, file)."""
@@ -714,47 +736,87 @@ class FakeLLMServer(RequestLog):
             "created_at": int(time.time()),
             "request_counts": {"total": len(lines), "completed": 0, "failed": 0},
             "metadata": body.get("metadata"),
-            "_created": time.monotonic(),
         }
+        return self._keep(batch)
+
+    def _create_message_batch(self, body: dict, headers: dict[str, str]) -> dict | None:
+        """Anthropic's: the requests come inline, `{"custom_id", "params": <a /v1/messages body>}`."""
+        requests = body.get("requests") or []
+        if not requests:
+            return None
+        now = time.time()
+        batch = {
+            "id": f"msgbatch_{uuid.uuid4().hex[:16]}",
+            "type": "message_batch",
+            "processing_status": "in_progress",
+            "request_counts": {
+                "processing": len(requests),
+                "succeeded": 0,
+                "errored": 0,
+                "canceled": 0,
+                "expired": 0,
+            },
+            "ended_at": None,
+            "created_at": _iso(now),
+            "expires_at": _iso(now + 24 * 3600),
+            "cancel_initiated_at": None,
+            "archived_at": None,
+            "results_url": None,
+            "_requests": requests,
+            "_headers": headers,  # the batch's requests carry them (anthropic-beta ...)
+        }
+        return self._keep(batch)
+
+    def _keep(self, batch: dict) -> dict:
         with self._lock:
-            self.batches[batch_id] = batch
+            batch.update(_created=time.monotonic(), _expires=self.expire_next > 0)
+            self.expire_next = max(0, self.expire_next - 1)
+            self.batches[batch["id"]] = batch
         return self._public(batch)
 
     def _batch(self, batch_id: str) -> dict | None:
         batch = self.batches.get(batch_id)
         if batch is None:
             return None
-        if batch["status"] not in ("completed", "expired", "failed", "cancelled"):
+        if batch.get("status", batch.get("processing_status")) in ("validating", "in_progress"):
             if time.monotonic() - batch["_created"] < self.batch_delay:
-                batch["status"] = "in_progress"
+                batch["status" if "status" in batch else "processing_status"] = "in_progress"
+            elif "_requests" in batch:
+                self._end_message_batch(batch)
             else:
                 self._complete(batch)
         return self._public(batch)
 
+    def _answer(self, req: FakeRequest) -> tuple[int, dict]:
+        """A batched request answered as its endpoint answers it alone: the status and the reply, or the
+        error body of a Fault."""
+        result = self.responder(req)
+        if isinstance(result, Fault):
+            with self._lock:
+                self.faults += 1
+            return result.status, _error_body(req.protocol, result.status, f"fake {result.status}")
+        reply = _chat_reply(req, result if isinstance(result, str) else json.dumps(result))
+        with self._lock:
+            self.requests.append(req)
+            self.batched += 1
+        return 200, reply
+
     def _complete(self, batch: dict) -> None:
         """Answer every line as the chat endpoint would (faults become that line's error)."""
+        if batch["_expires"]:
+            batch.update(status="expired", expired_at=int(time.time()))
+            return
         out = []
         for line in self.files[batch["input_file_id"]].decode().splitlines():
             task = json.loads(line)
             req = _parse(task["url"], task["body"], {})
             assert req is not None and req.protocol == "openai", task["url"]
-            result = self.responder(req)
-            if isinstance(result, Fault):
-                with self._lock:
-                    self.faults += 1
-                error = _error_body("openai", result.status, f"fake {result.status}")
-                response = {"status_code": result.status, "request_id": uuid.uuid4().hex, "body": error}
-            else:
-                reply = _chat_reply(req, result if isinstance(result, str) else json.dumps(result))
-                response = {"status_code": 200, "request_id": uuid.uuid4().hex, "body": reply}
-                with self._lock:
-                    self.requests.append(req)
-                    self.batched += 1
+            status, body = self._answer(req)
             out.append(
                 {
                     "id": f"batch_req_{uuid.uuid4().hex[:12]}",
                     "custom_id": task["custom_id"],
-                    "response": response,
+                    "response": {"status_code": status, "request_id": uuid.uuid4().hex, "body": body},
                     "error": None,
                 }
             )
@@ -769,9 +831,37 @@ class FakeLLMServer(RequestLog):
                 request_counts={"total": len(out), "completed": done, "failed": len(out) - done},
             )
 
+    def _end_message_batch(self, batch: dict) -> None:
+        """Answer every request as POST /v1/messages would; an expiring batch ends with all expired."""
+        counts = dict.fromkeys(("processing", "succeeded", "errored", "canceled", "expired"), 0)
+        out = []
+        for request in batch["_requests"]:
+            result: dict[str, Any] = {"type": "expired"}
+            if not batch["_expires"]:
+                req = _parse("/v1/messages", request["params"], batch["_headers"])
+                assert req is not None and req.protocol == "anthropic"
+                status, body = self._answer(req)
+                ok = status == 200
+                result = {"type": "succeeded", "message": body} if ok else {"type": "errored", "error": body}
+            counts[result["type"]] += 1
+            out.append({"custom_id": request["custom_id"], "result": result})
+        with self._lock:
+            batch.update(
+                processing_status="ended",
+                ended_at=_iso(time.time()),
+                request_counts=counts,
+                results_url=f"{self.base_url}/v1/messages/batches/{batch['id']}/results",
+                _results="".join(json.dumps(o) + "\n" for o in out),
+            )
+
     @staticmethod
     def _public(batch: dict) -> dict:
         return {k: v for k, v in batch.items() if not k.startswith("_")}
+
+
+def _iso(seconds: float) -> str:
+    """A time as Anthropic writes one (RFC 3339, UTC)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
 
 
 def main(argv: list[str] | None = None) -> None:
