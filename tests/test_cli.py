@@ -156,8 +156,9 @@ def test_help_and_cfg_job_do_not_import_the_heavy_libraries(tmp_path: Path) -> N
     result = run_cli(["--help"], cwd=tmp_path)
     assert result.returncode == 0
     assert (
-        "scorer: answer_relevancy, answer_similarity, context_precision, context_precision_ids, context_recall, "
-        "context_recall_ids, exact_match, factuality, faithfulness, ground_truth_similarity, hallucination, "
+        "scorer: answer_relevancy, answer_similarity, context_precision, context_precision_ids, "
+        "context_recall, context_recall_ids, exact_match, factuality, faithfulness, ground_truth_similarity, "
+        "hallucination, "
         "semantic_similarity, token_f1, tool_call_accuracy" in result.stdout
     )
     assert "model: claude, gemini, gpt, ollama" in result.stdout
