@@ -226,11 +226,16 @@ def bench_batch(work: Path, items: int) -> None:
     llm.lib()
     data = synthetic_dataset(work / "batch.jsonl", items)
     with judge_server(0.0, batch_delay=1.0) as base:
+        # Behind an api_base a model's cost is unknown unless its config prices it: the list prices of
+        # gpt-4o-mini and claude-sonnet-4-5 per token, input and output.
+        prices = {"gpt": (1.5e-7, 6e-7), "claude": (3e-6, 1.5e-5)}
         for option, api_base in (("gpt", f"{base}/v1"), ("claude", base)):
             common = [
                 "scorer=answer_similarity",
                 f"model={option}",
                 f"model.api_base={api_base}",
+                f"model.input_cost_per_token={prices[option][0]}",
+                f"model.output_cost_per_token={prices[option][1]}",
                 "tracking=none",
                 "cache.mode=off",
                 "dataset=jsonl",

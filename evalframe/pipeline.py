@@ -204,6 +204,7 @@ def evaluate(
     journal.start(config, len(p.rows), resume=resume_from is not None, overrides=overrides, inputs=p.inputs)
     todo = len(p.rows) - len(done)
     html_report.preload()  # while the models answer: the report at the end then starts at once
+    intervals.preload()  # and so do its confidence intervals
     try:
         with report.progress(todo * (len(p.scorers) + p.target.reports_progress), ctx.stats) as advance:
             ctx.advance = advance

@@ -394,6 +394,9 @@ def _error_body(protocol: str, status: int, message: str) -> dict:
 # ------------------------------------------------------------------ HTTP plumbing
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive like the real APIs; every reply sets Content-Length
+    # Headers and body go out as two writes: with Nagle's algorithm on, the body waits for the client's
+    # delayed ACK of the headers (40 ms on Linux), which real APIs' servers do not add to every reply.
+    disable_nagle_algorithm = True
     server: _HTTPServer
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet: the tests own the console
