@@ -6,7 +6,8 @@ and scorer that asks it. Before each request it waits for:
 - a place among the requests in flight: an adaptive limit that starts at `concurrency`, is halved
   once per episode of 429s (a 429 to a request sent before the last cut is the same episode), and
   grows back by one for every `limit` answers, never above `concurrency` (TCP's AIMD, as inspect-ai
-  does per model). Until the model's first request is back, it is the only one in flight: the
+  does per model). Until the model's first request is back (or FIRST_ALONE seconds have passed, so
+  a first request that stalls does not hold the run for model.timeout), it is the only one in flight: the
   provider's first x-ratelimit-* headers come before the rest, and so does LiteLLM's first-call
   set-up, which would otherwise hold requests let go one by one and send them in a burst;
 - the end of a cool-down: after a 429 no request goes to the model until its Retry-After (or
@@ -36,6 +37,7 @@ from typing import Any
 # share of model.rpm and model.tpm (joblib's workers and Ray's inherit the variable).
 PARALLEL_JOBS = "EVALFRAME_PARALLEL_JOBS"
 BACKOFF_CAP = 30.0  # seconds: the longest cool-down after a 429 that names no wait
+FIRST_ALONE = 5.0  # seconds: the longest a model's first request is alone in flight
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -150,7 +152,8 @@ class ModelLimits:
     _rpm: Bucket = field(init=False)
     _tpm: Bucket = field(init=False)
     _places: list[asyncio.Future[None]] = field(default_factory=list, init=False)
-    _warm: bool = field(default=False, init=False)  # a request to the model has come back
+    _warm: bool = field(default=False, init=False)  # a request came back, or FIRST_ALONE passed
+    _alone: asyncio.TimerHandle | None = field(default=None, init=False)  # ends the first one's solo
     _held: int = field(default=0, init=False)  # requests held back right now
     _held_since: float = field(default=0.0, init=False)
 
@@ -181,9 +184,14 @@ class ModelLimits:
                 if place in self._places:
                     self._places.remove(place)
         self.in_flight += 1
+        if not self._warm and self._alone is None:
+            self._alone = asyncio.get_running_loop().call_later(FIRST_ALONE, self._warm_up)
 
     def leave(self) -> None:
         self.in_flight -= 1
+        self._warm_up()
+
+    def _warm_up(self) -> None:
         self._warm = True
         self._wake()
 

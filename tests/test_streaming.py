@@ -8,6 +8,7 @@ import asyncio
 import inspect
 import json
 import math
+import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -241,3 +242,38 @@ def test_a_slow_item_does_not_hold_back_the_next_rows(
     assert result.count == 24 and stalled
     order = [item for item, _ in seen]
     assert order.index("r5") >= 20, order  # the other rows flowed past the stalled one
+
+
+def test_a_stalled_first_request_holds_the_others_back_only_a_few_seconds(
+    scripted: ScriptedModel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The model's first request is alone in flight until it is back (its rate-limit headers first), but
+    not for as long as it stalls: after FIRST_ALONE seconds the rest go too, so a first request that hangs
+    until model.timeout does not hold the whole run."""
+    from evalframe import limits
+    from tests.fake_judge import judge
+
+    monkeypatch.setattr(limits, "FIRST_ALONE", 0.5)
+    first: list[str] = []  # the row whose request was the model's first
+
+    async def held(request: Any) -> Any:
+        for _ in range(1200):  # until 10 other items are journaled; 60 s at most
+            if len(seen) >= 10:
+                break
+            await asyncio.sleep(0.05)
+        return judge(request)
+
+    def stall_the_first(request: Any) -> Any:
+        if not first:
+            first.append(re.findall(r"Answer (\d+)\.", json.dumps(request.messages))[0])
+            return held(request)
+        return judge(request)
+
+    scripted.responder = stall_the_first
+    seen = _journal_order(monkeypatch, scripted)
+    path = _dataset(tmp_path / "d.jsonl", 16)
+    overrides = ["scorer=answer_similarity", *fake_model(scripted), "tracking=none", "concurrency=4"]
+    config = compose([*overrides, "dataset=jsonl", f"dataset.path={path}", "model.timeout=120"])
+    result = pipeline.evaluate(config, tmp_path / "o")[0]
+    assert result.count == 16 and first
+    assert len(seen) == 16 and [item for item, _ in seen].index(f"r{first[0]}") >= 10  # the rest went on
