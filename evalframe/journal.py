@@ -82,6 +82,7 @@ def item_from_json(d: dict[str, Any]) -> ItemResult:
                 Judgment(**{**j, "score": float("nan") if j["score"] is None else j["score"]})
                 for j in r.get("judgments") or []
             ],
+            not_applicable=bool(r.get("not_applicable")),
         )
         for name, r in d.get("scores", {}).items()
     }

@@ -200,11 +200,11 @@ class Panel:
         scores = {label: statistics.fmean(v) for label, v in per_judge.items() if v}
         failed = [
             f"{j.judge}: {j.error}"
-            for j in judgments
-            if math.isnan(j.score) and j.error is not None and not per_judge[j.judge]
+            for (j, res) in zip(judgments, results, strict=True)
+            if math.isnan(j.score) and not res.not_applicable and not per_judge[j.judge]
         ]
-        if not scores and not failed:  # every judge found nothing to measure (no claims): no failure
-            return ScoreResult(math.nan, results[0].reason, steps, details, None, judgments)
+        if all(res.not_applicable for res in results):  # every judge found nothing to measure: no failure
+            return ScoreResult(math.nan, results[0].reason, steps, details, None, judgments, True)
         if not scores:
             error = "every judge failed: " + "; ".join(dict.fromkeys(failed))
             return ScoreResult(math.nan, f"unscored: {error}", steps, details, error, judgments)

@@ -130,16 +130,13 @@ class ScoreResult:
     # Every judgment the score aggregates (several judges, or repeats), in judge then repeat order;
     # empty when the score is one judgment (one judge asked once) or needed no judge at all.
     judgments: list[Judgment] = field(default_factory=list)
+    # Left unscored by a scorer's written rule (its `empty` rule: "the output makes no claims"), not by
+    # a failure: counted apart from the unscored items, never against max_unscored_rate (ScoreResult.empty).
+    not_applicable: bool = False
 
     @property
     def scored(self) -> bool:
         return not math.isnan(self.score)
-
-    @property
-    def not_applicable(self) -> bool:
-        """Left unscored by a scorer's written rule (its `empty` rule: "the output makes no claims"),
-        not by a failure: counted apart from the unscored items, never against max_unscored_rate."""
-        return not self.scored and self.error is None
 
     @property
     def usage(self) -> Usage:
@@ -175,7 +172,7 @@ class ScoreResult:
     @classmethod
     def empty(cls, why: str, steps: list[StepResult] | None = None) -> ScoreResult:
         """Nothing to measure, and the scorer's rule says to leave it unscored (not_applicable)."""
-        return cls(score=math.nan, reason=f"not applicable: {why}", steps=steps or [])
+        return cls(score=math.nan, reason=f"not applicable: {why}", steps=steps or [], not_applicable=True)
 
     def by_judge(self) -> dict[str, list[float]]:
         """Each judge's scores on this item, one per repeat (NaN where it failed)."""

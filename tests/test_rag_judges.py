@@ -18,6 +18,7 @@ import pytest
 from evalframe import pipeline
 from evalframe.errors import ConfigError, DataError
 from evalframe.paths import CONF_DIR
+from evalframe.results import ScoreResult
 from evalframe.scorers.grounded import Rules, average_precision, claims_score, ranking_score
 from evalframe.summary import Summary
 from tests.conftest import compose, fake_model, run_cli
@@ -514,3 +515,18 @@ def test_with_repeats_an_output_without_claims_is_not_applicable_not_failed(
     assert asked and all(r.not_applicable and "makes no claims" in r.reason for r in asked)
     summary = result.summaries["faithfulness"]
     assert summary.unscored == 0 and summary.not_applicable == len(scores) and code == 0
+
+
+def test_not_applicable_is_said_by_the_rule_and_survives_the_journal() -> None:
+    """Only a scorer's empty rule makes an item not applicable (a NaN without it is a failure, as a
+    custom scorer's NaN always was), and a resumed run reads it back as such."""
+    from evalframe.journal import item_from_json
+    from evalframe.results import ItemResult, RunResult, to_jsonable
+
+    empty, nan = ScoreResult.empty("the output makes no claims"), ScoreResult(math.nan, "no idea")
+    item = ItemResult("a", "Q?", None, "", scores={"faithfulness": empty, "mine": nan})
+    back = item_from_json(json.loads(json.dumps(to_jsonable(item))))
+    assert back.scores["faithfulness"].not_applicable and not back.scores["mine"].not_applicable
+    summaries = RunResult([back], ["faithfulness", "mine"]).summaries
+    assert (summaries["faithfulness"].unscored, summaries["faithfulness"].not_applicable) == (0, 1)
+    assert (summaries["mine"].unscored, summaries["mine"].not_applicable) == (1, 0)
