@@ -208,6 +208,18 @@ def test_items_flow_continuously_a_bounded_number_in_flight(
     assert [i.id for i in result.items] == [f"r{i}" for i in range(40)]  # the result keeps the rows' order
 
 
+async def _held_until(seen: list[Any], others: int, request: Any) -> Any:
+    """The fake judge's reply, once `others` items are journaled (not after a number of seconds: a
+    loaded machine may take any time to score them); 120 s at most, for a run that never lets them."""
+    from tests.fake_judge import judge
+
+    for _ in range(2400):
+        if len(seen) >= others:
+            break
+        await asyncio.sleep(0.05)
+    return judge(request)
+
+
 def test_a_slow_item_does_not_hold_back_the_next_rows(
     scripted: ScriptedModel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -218,19 +230,10 @@ def test_a_slow_item_does_not_hold_back_the_next_rows(
 
     stalled: list[bool] = []
 
-    async def held(request: Any) -> Any:
-        # Held until 20 other items are journaled (not for a number of seconds: a loaded machine may
-        # take any time to score them); a window barrier would never let them pass, so 120 s is the cap.
-        for _ in range(2400):
-            if len(seen) >= 20:
-                break
-            await asyncio.sleep(0.05)
-        return judge(request)
-
     def slow_first(request: Any) -> Any:
         if "Answer 5." in json.dumps(request.messages) and not stalled:
             stalled.append(True)
-            return held(request)
+            return _held_until(seen, 20, request)  # a window barrier would never let 20 pass
         return judge(request)
 
     scripted.responder = slow_first
@@ -256,17 +259,10 @@ def test_a_stalled_first_request_holds_the_others_back_only_a_few_seconds(
     monkeypatch.setattr(limits, "FIRST_ALONE", 0.5)
     first: list[str] = []  # the row whose request was the model's first
 
-    async def held(request: Any) -> Any:
-        for _ in range(1200):  # until 10 other items are journaled; 60 s at most
-            if len(seen) >= 10:
-                break
-            await asyncio.sleep(0.05)
-        return judge(request)
-
     def stall_the_first(request: Any) -> Any:
         if not first:
             first.append(re.findall(r"Answer (\d+)\.", json.dumps(request.messages))[0])
-            return held(request)
+            return _held_until(seen, 10, request)
         return judge(request)
 
     scripted.responder = stall_the_first
