@@ -1,9 +1,10 @@
 """The objective: the one number that ranks the jobs of a sweep and that the task returns to an optimiser.
 
 `objective.metric` names any metric a run logs (`<scorer>/mean`, `<scorer>/agreement/spearman`,
-`usage/cost`, ...); null means the first scorer's mean (minimized when that scorer says `better: lower`,
-as hallucination does). It is checked against the selected scorers and the dataset before any model
-call, so a typo does not cost a sweep, nor does maximizing a score whose lower values are the good ones.
+`usage/cost`, a scorer's own figure such as `tool_call_accuracy/recall`, ...); null means the first
+scorer's mean (minimized when that scorer says `better: lower`, as hallucination does). It is checked
+against the selected scorers and the dataset before any model call, so a typo does not cost a sweep,
+nor does maximizing a score whose lower values are the good ones.
 """
 
 from __future__ import annotations
@@ -60,6 +61,8 @@ def of_config(config: Mapping[str, Any]) -> Objective:
                 f"objective.metric={metric} compares with human scores, but the dataset has none: set "
                 "dataset.human_score=COLUMN (and dataset.human_range), or use dataset=sas_squad"
             )
+    elif statistic in _figures((config.get("scorers") or {}).get(scorer)):
+        return Objective(metric, direction)
     elif statistic not in _STATISTICS:
         raise ConfigError(
             f"objective.metric={metric}: unknown metric; choose <scorer>/{{{','.join(_STATISTICS)}}}, "
@@ -70,6 +73,16 @@ def of_config(config: Mapping[str, Any]) -> Objective:
             f"objective.metric={metric}: lower {scorer} scores are better; add objective.direction=minimize"
         )
     return Objective(metric, direction)
+
+
+def _figures(spec: Any) -> tuple[str, ...]:
+    """The figures a scorer's class reports beside its score (Scorer.figures), from its `_target_`."""
+    from hydra.utils import get_class
+
+    try:
+        return tuple(getattr(get_class(str((spec or {}).get("_target_"))), "figures", ()))
+    except Exception:  # no class to ask (a typo is reported when the scorer is built)
+        return ()
 
 
 def from_json(recorded: Mapping[str, Any] | None) -> Objective | None:

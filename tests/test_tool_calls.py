@@ -285,3 +285,19 @@ def test_through_the_pipeline_figures_reach_results_mlflow_and_a_rescore(
     )
     assert new.data.metrics["tool_call_accuracy/mean"] == pytest.approx(exact.means["tool_call_accuracy"])
     assert new.data.metrics["tool_call_accuracy/exact"] == pytest.approx(2 / 4)
+
+
+def test_a_sweep_may_rank_by_a_figure(tmp_path: Path) -> None:
+    """objective.metric may name a scorer's own figure (tool_call_accuracy/recall): checked before the
+    run like the other metrics, and measured as the figure's mean."""
+    from evalframe.objective import of_config
+    from evalframe.results import Objective
+
+    base = ["scorer=tool_call_accuracy", "dataset=jsonl", f"dataset.path={_dataset(tmp_path / 'a.jsonl')}"]
+    config = compose([*base, "tracking=none", "objective.metric=tool_call_accuracy/recall"])
+    assert of_config(config) == Objective("tool_call_accuracy/recall")
+    result, _ = pipeline.evaluate(config, tmp_path / "o")
+    assert result.objective is not None
+    assert result.objective.value == pytest.approx(result.figure_means()["tool_call_accuracy"]["recall"])
+    with pytest.raises(ConfigError, match="unknown metric"):
+        of_config(compose([*base, "objective.metric=tool_call_accuracy/recal"]))

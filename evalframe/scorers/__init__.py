@@ -36,6 +36,9 @@ class Scorer(ABC):
 
     # Row fields every row must have (data.LISTS: contexts, tool_calls, ...), checked before any call
     needs: tuple[str, ...] = ()
+    # The figures it reports per item beside its score (details["figures"]): run means logged as
+    # <scorer>/<figure>, which a sweep's objective.metric may name
+    figures: tuple[str, ...] = ()
     # Which scores are good: "lower" (hallucination) is marked in the summary and gated by max_score
     better: str = "higher"
 

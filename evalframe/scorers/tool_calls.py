@@ -168,6 +168,7 @@ def text(call: ToolCall) -> str:
 class ToolCallAccuracy(Scorer):
     require_ground_truth = False
     needs = ("tool_calls", "expected_tool_calls")
+    figures = FIGURES
 
     def __init__(self, args: str = "subset", score: str = "f1", empty: Any = 1, compat: str | None = None):
         where = "scorers.tool_call_accuracy"
