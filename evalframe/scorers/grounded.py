@@ -146,6 +146,18 @@ def _good(weights: Mapping[str, float], better: str) -> set[str]:
     return {v for v, w in weights.items() if w == best}
 
 
+def _named(
+    labels: Sequence[str], verdicts: Sequence[str], table: Mapping[str, float], good: set[str]
+) -> list[str]:
+    """A sentence per verdict of `table` that is not a good one, naming the items (by `labels`) given it."""
+    parts = []
+    for name in table:
+        picked = [label for label, v in zip(labels, verdicts, strict=True) if v == name]
+        if picked and name not in good:
+            parts.append(f"{_label(name)}: {'; '.join(picked)}.")
+    return parts
+
+
 def _quote(text: str) -> str:
     text = " ".join(text.split())
     return f"“{text[:_SNIPPET]}…”" if len(text) > _SNIPPET else f"“{text}”"
@@ -187,12 +199,8 @@ class Claims:
         good = _good(self.verdicts, rules.better)
         counts = ", ".join(f"{verdicts.count(v)} {v}" for v in self.verdicts if v in verdicts)
         noun = self.noun if len(verdicts) > 1 else self.noun.removesuffix("s")
-        parts = [f"Score {value:.2f}: {len(verdicts)} {noun} of the {self.of.replace('_', ' ')}, {counts}."]
-        for name in self.verdicts:
-            picked = [s for s, v in zip(statements, verdicts, strict=True) if v == name]
-            if picked and name not in good:
-                parts.append(f"{_label(name)}: {'; '.join(map(_quote, picked))}.")
-        return " ".join(parts)
+        head = f"Score {value:.2f}: {len(verdicts)} {noun} of the {self.of.replace('_', ' ')}, {counts}."
+        return " ".join([head, *_named([_quote(s) for s in statements], verdicts, self.verdicts, good)])
 
     async def run(
         self, render: Render, llm: LLM, text: str | None, contexts: list[str], rules: Rules
@@ -201,14 +209,15 @@ class Claims:
         if not contexts:
             return rules.decided("no contexts retrieved")
         nothing = f"the {whose} makes no {self.noun}"
+        peers = NO_CLAIMS if self.of == "output" else None  # the peers decide no claims of an output only
         if text is None or not text.strip():
-            return rules.decided(nothing, NO_CLAIMS if self.of == "output" else None)
+            return rules.decided(nothing, peers)
         split = await llm.structured("claims", render("claims"), Statements)
         if not split.ok or split.reply is None:
             return ScoreResult.unscored(f"claims: {split.error}", [split])
         statements = [s for s in split.reply["statements"] if s.strip()]  # a blank one claims nothing
         if not statements:
-            decided = rules.decided(nothing, NO_CLAIMS if self.of == "output" else None)
+            decided = rules.decided(nothing, peers)
             decided.steps = [split]
             return decided
         n = len(statements)
@@ -251,17 +260,10 @@ class Ranking:
     def reason(self, contexts: list[str], verdicts: list[str], value: float, rules: Rules) -> str:
         good = _good(self.verdicts, rules.better)
         kept = [f"#{i}" for i, v in enumerate(verdicts) if v in good]
-        parts = [f"Score {value:.2f}: {len(kept)} of {len(verdicts)} chunks {'/'.join(sorted(good))}"]
-        parts[0] += f" ({', '.join(kept)})." if kept else "."
-        for name in self.verdicts:
-            picked = [
-                f"#{i} {_quote(c)}"
-                for i, (c, v) in enumerate(zip(contexts, verdicts, strict=True))
-                if v == name
-            ]
-            if picked and name not in good:
-                parts.append(f"{_label(name)}: {'; '.join(picked)}.")
-        return " ".join(parts)
+        head = f"Score {value:.2f}: {len(kept)} of {len(verdicts)} chunks {'/'.join(sorted(good))}"
+        head += f" ({', '.join(kept)})." if kept else "."
+        labels = [f"#{i} {_quote(c)}" for i, c in enumerate(contexts)]
+        return " ".join([head, *_named(labels, verdicts, self.verdicts, good)])
 
     async def run(
         self, render: Render, llm: LLM, text: str | None, contexts: list[str], rules: Rules
