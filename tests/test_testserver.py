@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 import os
@@ -10,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 # Offline: LiteLLM otherwise downloads its price map / Anthropic beta-header config at import or call.
@@ -209,10 +211,12 @@ def test_latency_overlaps_across_concurrent_clients() -> None:
     assert elapsed < 3.0  # serial would be >= 9.6 s
 
 
-@pytest.mark.slow
-def test_cli_prints_base_url() -> None:
+@contextlib.contextmanager
+def _server_cli(*args: str) -> Iterator[str]:
+    """`python -m tests.testserver ARGS` as a user starts it; yields the URL it prints, and checks that
+    Ctrl-C stops it cleanly."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.testserver", "--port", "0"],
+        [sys.executable, "-m", "tests.testserver", *args],
         stdout=subprocess.PIPE,
         text=True,
         cwd=Path(__file__).parents[1],
@@ -220,34 +224,27 @@ def test_cli_prints_base_url() -> None:
     )
     try:
         assert proc.stdout is not None
-        url = proc.stdout.readline().split()[4]
+        yield proc.stdout.readline().split()[4]
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=10) == 0
+
+
+@pytest.mark.slow
+def test_cli_prints_base_url() -> None:
+    with _server_cli("--port", "0") as url:
         assert url.startswith("http://127.0.0.1:")
         import httpx
 
         assert httpx.get(url + "/nope").status_code == 404
-    finally:
-        proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=10) == 0
 
 
 @pytest.mark.slow
 def test_cli_constrained_answers_random_instances_of_the_schema() -> None:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.testserver", "--constrained", "--seed", "7"],
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=Path(__file__).parents[1],
-        preexec_fn=default_sigint,
-    )
-    try:
-        assert proc.stdout is not None
-        url = proc.stdout.readline().split()[4]
+    with _server_cli("--constrained", "--seed", "7") as url:
         replies = [
             json.loads(_complete("openai/gpt-4o-mini", url + "/v1").choices[0].message.content)
             for _ in range(20)
         ]
-    finally:
-        proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=10) == 0
     assert all(set(r) == {"answer", "n"} and isinstance(r["n"], int) for r in replies)
     assert len({json.dumps(r) for r in replies}) > 10  # random, not one fixed example
