@@ -189,6 +189,8 @@ def round_half_up(value: float, places: int = 2) -> float:
 # and none made): unscored (NaN, with the reason; left out of the mean and counted as not applicable,
 # not as a failure), 0 or 1.
 EMPTY_RULES = {"unscored": math.nan, "0": 0.0, "1": 1.0}
+# `compat`: the tools whose formulas and empty cases a scorer can reproduce instead of its own
+COMPATS = ("ragas", "deepeval", "mastra")
 
 
 def empty_rule(value: Any, where: str) -> float:

@@ -25,9 +25,17 @@ from pydantic import create_model
 from evalframe.errors import ConfigError
 from evalframe.llm import LLM
 from evalframe.results import Message, ScoreResult
-from evalframe.scorers import Reply, empty_rule, enum_of, in_order, per_position, round_half_up, weights_of
+from evalframe.scorers import (
+    COMPATS,
+    Reply,
+    empty_rule,
+    enum_of,
+    in_order,
+    per_position,
+    round_half_up,
+    weights_of,
+)
 
-COMPATS = ("ragas", "deepeval", "mastra")
 # What each peer gives where evalframe's `empty` rule applies (None: the case is not theirs to decide).
 # No claims in the output: RAGAS NaN (unscored), DeepEval 1, Mastra 0. No retrieved chunk in context
 # precision: RAGAS 0 (its 1e-10 denominator), DeepEval 0 (no verdicts), Mastra refuses the input.

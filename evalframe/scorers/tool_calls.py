@@ -46,11 +46,11 @@ from typing import Any
 from evalframe.context import Context
 from evalframe.data import Row, ToolCall
 from evalframe.results import ScoreResult
-from evalframe.scorers import Scorer, choice, empty_rule, when_empty
+from evalframe.scorers import COMPATS, Scorer, choice, empty_rule, when_empty
 
 ARGS = ("exact", "subset", "ignore")
 FIGURES = ("precision", "recall", "f1", "exact", "order")
-COMPAT = (None, "ragas", "deepeval", "mastra")
+COMPAT = (None, *COMPATS)
 
 Match = Callable[[ToolCall, ToolCall], bool]  # (made, expected) -> whether they agree
 
