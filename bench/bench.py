@@ -104,8 +104,7 @@ def synthetic_dataset(path: Path, n: int, variant: str = "") -> Path:
 
 
 def compose(overrides: list[str]) -> dict:
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
+    from hydra import compose as hydra_compose, initialize_config_dir
     from omegaconf import OmegaConf
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
@@ -118,7 +117,8 @@ def evaluate(overrides: list[str], out: Path) -> float:
     import contextlib
     import io
 
-    from evalframe import llm, pipeline
+    from evalframe.models import llm
+    from evalframe.run import pipeline
 
     llm.lib()  # importing litellm (~4 s) is start-up, not the run: (e) measures start-up
 
@@ -221,7 +221,8 @@ def bench_process(codes: dict[str, Path], work: Path, items: int, latency: float
 def bench_batch(work: Path, items: int) -> None:
     """(i) model.batch=true: requests sent as normal calls vs in batches, cost with and without batching,
     through OpenAI's Batch API and Anthropic's Message Batches."""
-    from evalframe import llm, pipeline
+    from evalframe.models import llm
+    from evalframe.run import pipeline
 
     llm.lib()
     data = synthetic_dataset(work / "batch.jsonl", items)
@@ -351,8 +352,9 @@ def bench_sweep(base: str, work: Path) -> None:
 
 
 def bench_logging(work: Path, n: int = 10_000) -> None:
-    from evalframe import tracking
-    from evalframe.results import ItemResult, RunResult, ScoreResult, StepResult, Usage
+    from evalframe.models.calls import StepResult, Usage
+    from evalframe.results.nouns import ItemResult, RunResult, ScoreResult
+    from evalframe.tracking import log as tracking
 
     step = StepResult(
         step="analyze",
@@ -377,7 +379,7 @@ def bench_logging(work: Path, n: int = 10_000) -> None:
     uri = f"sqlite:///{work / 'log.db'}"
     mlflow.set_tracking_uri(uri)
     mlflow.set_experiment("bench")  # creating the database (~2 s of migrations) is not logging
-    from evalframe.journal import Journal
+    from evalframe.results.journal import Journal
 
     started = time.perf_counter()
     journal = Journal(work / "logged")
@@ -419,8 +421,8 @@ def bench_help(codes: dict[str, Path], repeat: int = 5) -> None:
 
 
 def bench_embeddings(pairs: int = 1000) -> None:
-    from evalframe.context import Context
-    from evalframe.data import Row
+    from evalframe.data.rows import Row
+    from evalframe.models.context import Context
     from evalframe.scorers.semantic_similarity import SemanticSimilarity
 
     rows = [json.loads(line) for line in SAMPLE_DATASET.read_text().splitlines()]

@@ -44,7 +44,8 @@ def busiest_second(arrivals: list[float], seconds: float = 1.0) -> int:
 
 
 def bench_run(label: str, base: str, work: Path, rows: int, per_second: int, *extra: str) -> None:
-    from evalframe import llm, pipeline
+    from evalframe.models import llm
+    from evalframe.run import pipeline
 
     llm.lib()  # importing litellm is not the run
     data = synthetic_dataset(work / f"{label}.jsonl", rows)

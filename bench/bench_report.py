@@ -20,8 +20,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from evalframe import html_report  # noqa: E402
-from evalframe.results import ItemResult, RunResult, ScoreResult  # noqa: E402
+from evalframe.report import html as html_report  # noqa: E402
+from evalframe.results.nouns import ItemResult, RunResult, ScoreResult  # noqa: E402
 
 SCORERS = ("answer_similarity", "semantic_similarity")
 TEXT = "the capital of france is paris water boils at one hundred degrees celsius sea level"
@@ -74,7 +74,7 @@ def bench_report(n: int) -> None:
 def bench_traces(n: int) -> None:
     import mlflow
 
-    from evalframe import tracking
+    from evalframe.tracking import log as tracking
 
     result = synthetic_run(n, seed=1)
     config = {"scorers": {name: {"model": {"name": "openai/gpt-4o-mini"}} for name in SCORERS}}

@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from evalframe import pipeline
+from evalframe.run import pipeline
 from tests import scripted
 from tests.conftest import compose
 from tests.test_panel import as_judges

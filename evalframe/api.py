@@ -23,19 +23,19 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from evalframe.cache import MODES
 from evalframe.errors import ConfigError, StorageError
+from evalframe.models.cache import MODES
 from evalframe.paths import CONF_DIR
 
 if TYPE_CHECKING:
     import pandas as pd
     from omegaconf import DictConfig
 
-    from evalframe.data import Row
-    from evalframe.pipeline import Given
-    from evalframe.results import RunResult, ScorerSummary
-    from evalframe.scorers import Scorer
-    from evalframe.targets import Target
+    from evalframe.data.rows import Row
+    from evalframe.results.nouns import RunResult, ScorerSummary
+    from evalframe.run.pipeline import Given
+    from evalframe.scorers.base import Scorer
+    from evalframe.targets.kinds import Target
 
 # A LiteLLM model string's provider -> the model preset carrying its key variable and defaults.
 _PROVIDER_PRESET = {
@@ -104,7 +104,7 @@ class Evaluation:
 
     @property
     def results_file(self) -> Path:
-        from evalframe.journal import RESULTS
+        from evalframe.results.journal import RESULTS
 
         return self.run_dir / RESULTS
 
@@ -117,7 +117,7 @@ class Evaluation:
     def reasons(self, worst_first: bool = False, limit: int | None = None) -> str:
         """Every item's scores and reasons as Markdown (MLflow's reasons.md); `worst_first` sorts by
         the lowest score, unscored first, and `limit` keeps that many items."""
-        from evalframe.summary import reasons
+        from evalframe.results.summary import reasons
 
         items = list(self.result.items)
         if worst_first:
@@ -126,7 +126,7 @@ class Evaluation:
 
     def summary(self) -> str:
         """The summary table, as the CLI prints it, in plain text."""
-        from evalframe.summary import Summary
+        from evalframe.results.summary import Summary
 
         where = f"results: {self.results_file}" + (f"; MLflow run {self.run_id}" if self.run_id else "")
         return f"{Summary.of(self.result).text()}\n{where}"
@@ -147,7 +147,7 @@ def _scorer_name(scorer: Any) -> str:
 
 def _split_scorers(scorers: Any) -> tuple[dict[str, dict[str, Any]], dict[str, Scorer]]:
     """Scorer names (with options) and scorer objects, from any of the accepted forms."""
-    from evalframe.scorers import Scorer
+    from evalframe.scorers.base import Scorer
 
     if isinstance(scorers, str | Scorer):
         scorers = [scorers]
@@ -273,10 +273,10 @@ def _prepare(
     **settings: Any,
 ) -> _Prepared:
     """Everything that can go wrong, found here, before any call: the config, the rows, the target."""
-    from evalframe import data as datasets
-    from evalframe import journal
-    from evalframe.pipeline import Given
-    from evalframe.targets import PythonTarget, Target
+    from evalframe.data import rows as datasets
+    from evalframe.results import journal
+    from evalframe.run.pipeline import Given
+    from evalframe.targets.kinds import PythonTarget, Target
 
     named, objects = _split_scorers(scorers)
     in_memory = data is not None and not isinstance(data, str | Path)
@@ -334,7 +334,7 @@ def _config(
     interpolations such as the scorers' `${model}` see them."""
     from omegaconf import open_dict
 
-    from evalframe import config as configs
+    from evalframe.config import compose as configs
 
     model_choice, model_keys = _model(model)
     penalty_choice, penalty_keys = _penalties(penalties)
@@ -384,7 +384,7 @@ def _digest(rows: list[Row]) -> str:
 
 def _fresh_dir(outputs: Path) -> Path:
     """outputs/DATE/TIME as the CLI's runs (so resume=True finds both), a new one of this run's own."""
-    from evalframe.journal import new_run_dir
+    from evalframe.results.journal import new_run_dir
 
     now = datetime.now()
     base = outputs / now.strftime("%Y-%m-%d") / now.strftime("%H-%M-%S")
@@ -400,8 +400,9 @@ def _fresh_dir(outputs: Path) -> Path:
 
 
 def _run(prepared: _Prepared) -> Evaluation:
-    from evalframe import pipeline, report
     from evalframe.errors import EXIT_INTERRUPTED
+    from evalframe.report import console as report
+    from evalframe.run import pipeline
 
     report.quiet_libraries()
     try:
@@ -444,7 +445,7 @@ def evaluate(
         ({"input": "question"}), `limit` keeps the first N rows.
     scorers: "answer_similarity", a list of names and Scorer objects, or {name: {option: value}}.
     target: a function `input -> answer` (sync or async), "module:function", a Target object
-        (evalframe.targets.HTTPTarget, PythonTarget(fn, pass_row=True), ...), or None for the outputs
+        (evalframe.targets.kinds.HTTPTarget, PythonTarget(fn, pass_row=True), ...), or None for the outputs
         recorded in the data's `output` column.
     model: the judge: a preset ("gpt", "claude", ...), a LiteLLM model string, or a dict of settings.
     penalties: a preset ("strict") or a dict of weights over the defaults.
@@ -504,7 +505,7 @@ async def evaluate_async(
     """`evaluate` for async code (same arguments): the run works on a worker thread while your loop
     stays free, and an async target function runs on your loop, where its clients and pools live."""
     prepared = _prepare(**locals())  # first statement: locals() are exactly the arguments
-    from evalframe.targets import PythonTarget
+    from evalframe.targets.kinds import PythonTarget
 
     if isinstance(prepared.given.target, PythonTarget):
         prepared.given.target.run_on(asyncio.get_running_loop())

@@ -74,8 +74,7 @@ def scripted(_scripted: ScriptedModel) -> Iterator[ScriptedModel]:
 
 def compose(overrides: list[str]) -> dict[str, Any]:
     """Compose the config exactly as `python -m evalframe OVERRIDES` would, resolved to plain data."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
+    from hydra import compose as hydra_compose, initialize_config_dir
     from omegaconf import OmegaConf
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):

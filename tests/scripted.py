@@ -131,7 +131,7 @@ class ScriptedModel(RequestLog):
 
 def install(model: ScriptedModel) -> None:
     """Register `scripted/` with the litellm evalframe uses (its one importing module configures it)."""
-    from evalframe import llm
+    from evalframe.models import llm
 
     litellm = llm.lib()
     # Priced like gpt-4o-mini, so cost accounting is exercised as with a real judge.

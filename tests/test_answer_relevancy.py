@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from evalframe import pipeline
 from evalframe.errors import ConfigError
+from evalframe.run import pipeline
 from evalframe.scorers.answer_relevancy import (
     AnswerRelevancy,
     Verdict,

@@ -4,7 +4,6 @@ import math
 
 import pytest
 
-from evalframe.scorers import round_half_up
 from evalframe.scorers.answer_similarity import (
     Analysis,
     Contradiction,
@@ -13,6 +12,7 @@ from evalframe.scorers.answer_similarity import (
     reason_from_analysis,
     score,
 )
+from evalframe.scorers.base import round_half_up
 
 DEFAULT = Penalties()
 

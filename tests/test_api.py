@@ -14,12 +14,13 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from evalframe import Evaluation, evaluate, evaluate_async, pipeline
-from evalframe.context import Context
-from evalframe.data import Row
+from evalframe import Evaluation, evaluate, evaluate_async
+from evalframe.data.rows import Row
 from evalframe.errors import ConfigError, DataError
-from evalframe.results import ScoreResult
-from evalframe.scorers import ItemScorer
+from evalframe.models.context import Context
+from evalframe.results.nouns import ScoreResult
+from evalframe.run import pipeline
+from evalframe.scorers.base import ItemScorer
 from evalframe.scorers.reference import ExactMatch
 from tests.conftest import Judge, compose, fake_model
 from tests.scripted import ScriptedModel

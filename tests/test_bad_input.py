@@ -7,12 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from evalframe import config as configs
-from evalframe import pipeline
+from evalframe.config import compose as configs
 from evalframe.errors import EvalframeError
+from evalframe.run import pipeline
 from tests.conftest import fake_model
-from tests.scripted import ScriptedModel
-from tests.scripted import overrides as scripted_overrides
+from tests.scripted import ScriptedModel, overrides as scripted_overrides
 
 
 def usage_error(overrides: list[str], out: Path) -> str:
@@ -76,7 +75,7 @@ def test_good_numbers_pass(scripted: ScriptedModel) -> None:
 
 @pytest.mark.parametrize("fmt", ["csv", "jsonl"])
 def test_a_byte_order_mark_is_read_past(fmt: str, tmp_path: Path) -> None:
-    from evalframe.data import load_rows
+    from evalframe.data.rows import load_rows
 
     path = tmp_path / f"bom.{fmt}"
     if fmt == "csv":
@@ -111,7 +110,7 @@ def test_huge_numbers_and_deep_nesting_in_a_row_are_data_errors(
 
 @pytest.mark.parametrize(("kind", "message"), [("huge", "cannot be read"), ("deep", "nested too deeply")])
 def test_huge_numbers_and_deep_nesting_in_records_are_data_errors(kind: str, message: str) -> None:
-    from evalframe.data import rows_from_records
+    from evalframe.data.rows import rows_from_records
 
     value: object = int("9" * 4000) ** 2
     if kind == "deep":
@@ -165,7 +164,7 @@ def test_a_poisoned_cache_row_is_a_miss_asked_again(
 
 
 def test_a_huge_number_in_another_column_of_a_record_is_a_data_error() -> None:
-    from evalframe.data import Rows, rows_from_records
+    from evalframe.data.rows import Rows, rows_from_records
 
     rows = Rows.of(rows_from_records([{"input": "q", "n": int("9" * 4000) ** 2}], {}), "data")
     with pytest.raises(EvalframeError, match=r"data, line 1 \(id 1\): a value cannot be read"):

@@ -20,12 +20,12 @@ from typing import Any
 
 import pytest
 
-from evalframe import pipeline
-from evalframe.batch import BOOK, Batcher, BatchError
 from evalframe.errors import ConfigError
-from evalframe.llm import ModelRejected, ModelSettings
-from evalframe.results import Stats
-from evalframe.summary import Summary
+from evalframe.models.batch import BOOK, Batcher, BatchError
+from evalframe.models.calls import Stats
+from evalframe.models.llm import ModelRejected, ModelSettings
+from evalframe.results.summary import Summary
+from evalframe.run import pipeline
 from tests.conftest import PRICE, compose, fake_model
 from tests.fake_judge import judge, step_of
 from tests.testserver import FakeLLMServer, FakeRequest, Fault
@@ -263,7 +263,7 @@ def test_a_message_batch_still_pending_long_after_it_was_due_counts_as_expired(s
 def test_litellm_still_cannot_create_anthropic_batches(server: FakeLLMServer) -> None:
     """Why evalframe.batch creates Anthropic's Message Batches by hand (its one call not through LiteLLM):
     LiteLLM 1.106 retrieves them and reads their results, but has no way to create one
-    (BerriAI/litellm#17265). When this fails, LiteLLM has one: use it in evalframe.batch._Anthropic."""
+    (BerriAI/litellm#17265). When this fails, LiteLLM has one: use it in evalframe.models.batch._Anthropic."""
     import litellm
 
     with pytest.raises(litellm.BadRequestError, match="doesn't support custom_llm_provider=anthropic"):

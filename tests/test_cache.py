@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from evalframe import pipeline
-from evalframe.cache import Cache
+from evalframe.models.cache import Cache
 from evalframe.paths import PROMPTS_DIR, SAMPLE_DATASET
-from evalframe.results import RunResult
+from evalframe.results.nouns import RunResult
+from evalframe.run import pipeline
 from tests.conftest import Judge, compose, fake_model, run_cli
 from tests.scripted import ScriptedModel
 from tests.testserver import FakeLLMServer
@@ -118,7 +118,7 @@ def test_errors_and_unparseable_replies_are_not_cached(scripted: ScriptedModel, 
 @pytest.mark.slow
 def test_several_processes_write_at_once(tmp_path: Path) -> None:
     writer = (
-        "import sys; from evalframe.cache import Cache; c = Cache('readwrite', sys.argv[1]);"
+        "import sys; from evalframe.models.cache import Cache; c = Cache('readwrite', sys.argv[1]);"
         "[c.put(f'{sys.argv[2]}-{i}', {'raw': str(i)}) for i in range(300)]"
     )
     procs = [

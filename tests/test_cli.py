@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from evalframe.data import load_rows
+from evalframe.data.rows import load_rows
 from tests.conftest import fake_model, run_cli
 from tests.testserver import FakeLLMServer
 

@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 from mlflow.tracking import MlflowClient
 
-from evalframe import compare, evaluate, tracking
+from evalframe import evaluate
+from evalframe.cli import compare
+from evalframe.tracking import log as tracking
 
 TRUTH = "alpha beta gamma delta"
 

@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
-from evalframe import pipeline, tracking
 from evalframe.paths import CONF_DIR, PROMPTS_DIR, SAMPLE_DATASET
-from evalframe.results import RunResult
+from evalframe.results.nouns import RunResult
+from evalframe.run import pipeline
+from evalframe.tracking import log as tracking
 from tests.conftest import Judge, compose, fake_model
 from tests.scripted import ScriptedModel
 from tests.testserver import FakeLLMServer
@@ -60,7 +61,7 @@ def test_every_group_has_the_options_the_docs_promise() -> None:
 
 @pytest.mark.parametrize("mode", ["readwrite", "read", "write", "off"])
 def test_each_cache_mode_composes_and_opens(mode: str, tmp_path: Path) -> None:
-    from evalframe.cache import Cache
+    from evalframe.models.cache import Cache
 
     cache = compose([f"cache.mode={mode}", f"cache.dir={tmp_path}"])["cache"]
     assert cache == {"mode": mode, "dir": str(tmp_path)}
@@ -88,7 +89,7 @@ def test_gate_thresholds_name_no_scorer_until_set() -> None:
 
 
 def test_mlflow_params_hold_each_resolved_value_once() -> None:
-    from evalframe.tracking import params
+    from evalframe.tracking.log import params
 
     two = compose(["scorer=[answer_similarity,factuality]", "penalties.missing=0.3", "+extra_key=null"])
     logged = params(two)

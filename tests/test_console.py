@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from evalframe import report
-from evalframe.summary import COLUMNS
+from evalframe.report import console as report
+from evalframe.results.summary import COLUMNS
 
 NAMES = ("answer_similarity", "answer_relevancy", "ground_truth_similarity", "exact_match")
 

@@ -15,8 +15,8 @@ from typing import Any
 import jsonschema
 import pytest
 
-from evalframe import pipeline
-from evalframe.results import StepResult
+from evalframe.models.calls import StepResult
+from evalframe.run import pipeline
 from evalframe.scorers.answer_similarity import analysis_reply
 from evalframe.scorers.ground_truth_similarity import comparisons_reply
 from tests.conftest import compose, fake_model

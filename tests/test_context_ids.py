@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from evalframe import pipeline
 from evalframe.errors import ConfigError, DataError
+from evalframe.run import pipeline
 from evalframe.scorers.context_ids import ContextPrecisionIds, ContextRecallIds
 from tests.conftest import compose
 

@@ -13,23 +13,16 @@ from typing import Any
 import pytest
 from mlflow.tracking import MlflowClient
 
-from evalframe import pipeline, redaction
-from evalframe.cache import Cache
+from evalframe import redaction
 from evalframe.errors import ConfigError
-from evalframe.journal import RESULTS, item_from_json, read_items
-from evalframe.llm import LLM, ModelSettings
-from evalframe.results import (
-    ItemResult,
-    Objective,
-    RunResult,
-    ScoreResult,
-    Stats,
-    StepResult,
-    Usage,
-    to_jsonable,
-)
+from evalframe.models.cache import Cache
+from evalframe.models.calls import Stats, StepResult, Usage
+from evalframe.models.llm import LLM, ModelSettings
+from evalframe.results.journal import RESULTS, item_from_json, read_items
+from evalframe.results.nouns import ItemResult, Objective, RunResult, ScoreResult, to_jsonable
+from evalframe.results.summary import Summary
+from evalframe.run import pipeline
 from evalframe.scorers.semantic_similarity import SemanticSimilarity
-from evalframe.summary import Summary
 from tests.conftest import PRICE, compose, fake_model
 from tests.scripted import NAME, ScriptedModel
 from tests.testserver import FakeLLMServer
@@ -190,7 +183,7 @@ def test_an_unknown_cost_is_stored_as_null_and_read_back_as_unknown() -> None:
 def test_the_progress_line_says_unknown_once_an_unpriced_model_answered(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from evalframe import report
+    from evalframe.report import console as report
 
     monkeypatch.setattr(report.console, "_force_terminal", True)  # the bar shows only in a terminal
 

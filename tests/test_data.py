@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from evalframe.data import load_rows, require
+from evalframe.data.rows import load_rows, require
 from evalframe.errors import DataError
 from evalframe.paths import SAMPLE_DATASET
 

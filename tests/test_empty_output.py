@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from evalframe import pipeline
 from evalframe.errors import ConfigError
+from evalframe.run import pipeline
 from evalframe.scorers.judge import Judge
 from tests.conftest import compose, fake_model
 from tests.scripted import ScriptedModel

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from evalframe import pipeline
 from evalframe.paths import SAMPLE_DATASET
+from evalframe.run import pipeline
 from evalframe.scorers.ground_truth_similarity import (
     Comparison,
     comparisons_reply,

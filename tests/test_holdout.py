@@ -11,12 +11,14 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from evalframe import data, holdout, pipeline
+from evalframe.data import rows as data
 from evalframe.errors import ConfigError
-from evalframe.intervals import Interval
-from evalframe.jobs import Holdout, best_of, read_jobs
-from evalframe.objective import item_statistic
-from evalframe.results import Objective
+from evalframe.results.intervals import Interval
+from evalframe.results.jobs import Holdout, best_of, read_jobs
+from evalframe.results.nouns import Objective
+from evalframe.results.objective import item_statistic
+from evalframe.run import pipeline
+from evalframe.sweep import holdout
 from tests import short_answer_judge
 from tests.conftest import compose, fake_model
 from tests.scripted import ScriptedModel

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from evalframe import html_report, pipeline
-from evalframe.results import ItemResult, RunResult, ScoreResult
-from evalframe.sweep import objective_of, read_jobs, swept_keys
+from evalframe.report import html as html_report
+from evalframe.results.nouns import ItemResult, RunResult, ScoreResult
+from evalframe.run import pipeline
+from evalframe.sweep.callback import objective_of, read_jobs, swept_keys
 from tests.conftest import compose, fake_model
 from tests.scripted import ScriptedModel
 
@@ -192,7 +193,7 @@ def test_a_sweep_without_finished_jobs_writes_nothing(tmp_path: Path) -> None:
 def test_log_run_logs_the_report_and_one_trace_per_item_with_assessments(tmp_path: Path) -> None:
     from mlflow.tracking import MlflowClient
 
-    from evalframe import tracking
+    from evalframe.tracking import log as tracking
 
     results = tmp_path / "run" / "results.jsonl"
     results.parent.mkdir()
@@ -279,7 +280,7 @@ def test_preload_imports_matplotlib_on_a_thread() -> None:
 
     code = """
 import sys, threading
-from evalframe import html_report
+from evalframe.report import html as html_report
 html_report.preload()
 [thread] = [t for t in threading.enumerate() if t.name == "import-matplotlib"]
 thread.join()

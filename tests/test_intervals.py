@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from evalframe import evaluate, html_report
-from evalframe.agreement import intervals as agreement_intervals
-from evalframe.intervals import mean_interval, paired
-from evalframe.results import ItemResult, RunResult, ScoreResult
-from evalframe.summary import Summary
+from evalframe import evaluate
+from evalframe.report import html as html_report
+from evalframe.results.agreement import intervals as agreement_intervals
+from evalframe.results.intervals import mean_interval, paired
+from evalframe.results.nouns import ItemResult, RunResult, ScoreResult
+from evalframe.results.summary import Summary
 
 
 def test_the_interval_of_a_mean_is_about_two_standard_errors_wide() -> None:
@@ -67,8 +68,8 @@ def _item(i: int, score: float, human: float | None = None) -> ItemResult:
 
 
 def test_the_summary_shows_each_interval_and_says_when_there_is_none() -> None:
-    from evalframe.pipeline import aggregate
-    from evalframe.results import Objective
+    from evalframe.results.nouns import Objective
+    from evalframe.run.pipeline import aggregate
 
     result = RunResult([_item(i, i % 2, human=i % 2) for i in range(20)], ["s"])
     aggregate(result, {"dataset": {"human_range": [0, 1]}}, Objective("s/mean"))

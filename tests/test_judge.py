@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from evalframe import pipeline
 from evalframe.errors import ConfigError, PromptError
+from evalframe.run import pipeline
 from evalframe.scorers.judge import Choice, Number, Verdicts, parse_output, score
 from tests.conftest import Judge, compose, fake_model, run_cli
 from tests.fake_judge import fenced, words

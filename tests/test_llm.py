@@ -9,10 +9,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from evalframe import pipeline
-from evalframe.cache import Cache
-from evalframe.llm import LLM, ModelSettings
-from evalframe.results import Stats, StepResult
+from evalframe.models.cache import Cache
+from evalframe.models.calls import Stats, StepResult
+from evalframe.models.llm import LLM, ModelSettings
+from evalframe.run import pipeline
 from evalframe.scorers.answer_similarity import SemanticUnits
 from tests.conftest import compose, fake_model
 from tests.fake_judge import judge
@@ -160,7 +160,7 @@ def test_the_timeout_is_a_deadline_for_the_whole_reply() -> None:
 def test_no_permission_or_no_quota_stops_the_run_at_the_first_reply() -> None:
     """Issue 14.12: a 403, or a 429 saying the quota is used up, is no transient failure: the run
     stops (as on a 401) instead of retrying it on every item."""
-    from evalframe.llm import ModelRejected
+    from evalframe.models.llm import ModelRejected
 
     quota = {"message": "You exceeded your current quota", "type": "insufficient_quota"}
     no_quota = json.dumps({"error": {**quota, "code": "insufficient_quota"}})
@@ -181,7 +181,7 @@ def test_preload_imports_litellm_on_a_thread_while_the_caller_goes_on() -> None:
 
     code = """
 import gc, sys, threading
-from evalframe import llm
+from evalframe.models import llm
 llm.preload()
 assert not gc.isenabled()  # no GC passes over the import's objects
 assert [t for t in threading.enumerate() if t.name == "import-litellm"]
@@ -197,7 +197,7 @@ print("ok")
 def test_identical_requests_share_a_bounded_number_of_answers(monkeypatch: Any) -> None:
     """An identical request shares the answer of one asked shortly before; only the last SHARED are
     kept (older ones come from the disk cache), so memory stays flat on a long run."""
-    from evalframe import llm as door
+    from evalframe.models import llm as door
 
     monkeypatch.setattr(door, "SHARED", 3)
     with FakeLLMServer(responder=judge) as server:

@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from evalframe import pipeline
-from evalframe.agreement import between_judges, krippendorff_alpha
+from evalframe.cli.rescore import replayed
 from evalframe.errors import ConfigError
-from evalframe.journal import read_items
-from evalframe.panel import Aggregate, Panel
-from evalframe.rescore import replayed
-from evalframe.results import RunResult, ScoreResult
+from evalframe.results.agreement import between_judges, krippendorff_alpha
+from evalframe.results.journal import read_items
+from evalframe.results.nouns import RunResult, ScoreResult
+from evalframe.run import pipeline
+from evalframe.scorers.panel import Aggregate, Panel
 from tests.conftest import compose, run_cli
 from tests.fake_judge import fenced, judge
 from tests.scripted import ScriptedModel
@@ -169,8 +169,8 @@ def test_a_panel_keeps_each_judges_verdict_and_aggregates_them(
     # results.jsonl keeps every judgment: a run logged later (log_run) has the same metrics.
     [path] = tmp_path.glob("out*/results.jsonl")
     again = RunResult(items=read_items(path), scorers=["factuality"])
-    from evalframe.agreement import with_agreement
-    from evalframe.intervals import with_intervals
+    from evalframe.results.agreement import with_agreement
+    from evalframe.results.intervals import with_intervals
 
     with_intervals(again)
     with_agreement(again, {})
@@ -333,7 +333,7 @@ def test_repeats_ask_each_step_again_with_a_seed_and_report_stability(
 
 
 def test_repeats_must_reach_a_users_own_judge(tmp_path: Path) -> None:
-    from evalframe import config as configs
+    from evalframe.config import compose as configs
 
     cfg = configs.compose(["scorer=factuality", "repeats=2", "~scorers.factuality.repeats"])
     with pytest.raises(
@@ -343,7 +343,7 @@ def test_repeats_must_reach_a_users_own_judge(tmp_path: Path) -> None:
 
 
 def test_semantic_similarity_takes_majority_and_consensus() -> None:
-    from evalframe.results import StepResult
+    from evalframe.models.calls import StepResult
     from evalframe.scorers.semantic_similarity import SemanticSimilarity
 
     steps = [StepResult("embed", [], reply={"cosine": c}) for c in (0.9, 0.4, 0.7)]

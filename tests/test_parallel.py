@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from evalframe.cache import Cache
+from evalframe.models.cache import Cache
 from tests.conftest import fake_model, run_cli, sweep_runs
 from tests.testserver import FakeLLMServer
 
@@ -80,7 +80,7 @@ def test_a_joblib_sweep_matches_a_sequential_one(judge_server: FakeLLMServer, tm
 
 _ASKER = """
 import asyncio, sys, time
-from evalframe.cache import Cache
+from evalframe.models.cache import Cache
 cache = Cache("readwrite", sys.argv[1])
 async def main():
     hit = await cache.claim("k", patience=60)

@@ -19,8 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import fake_model, run_cli, sweep_runs
-from tests.mlflow_server import free_port
-from tests.mlflow_server import mlflow_server as mlflow_server_on
+from tests.mlflow_server import free_port, mlflow_server as mlflow_server_on
 from tests.system_packages import require
 from tests.testserver import FakeLLMServer
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from evalframe.errors import PromptError
-from evalframe.prompts import PromptSet, fence
+from evalframe.scorers.prompts import PromptSet, fence
 
 
 def test_dataset_text_that_looks_like_a_template_arrives_literally() -> None:

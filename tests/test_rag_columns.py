@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from evalframe import pipeline
-from evalframe.context import Context
-from evalframe.data import Row, ToolCall, load_rows
+from evalframe.data.rows import Row, ToolCall, load_rows
 from evalframe.errors import DataError
-from evalframe.results import ScoreResult
-from evalframe.scorers import Scorer
+from evalframe.models.context import Context
+from evalframe.results.nouns import ScoreResult
+from evalframe.run import pipeline
+from evalframe.scorers.base import Scorer
 from tests.conftest import compose
 from tests.scripted import ScriptedModel
 

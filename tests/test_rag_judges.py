@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from evalframe import pipeline
 from evalframe.errors import ConfigError, DataError
 from evalframe.paths import CONF_DIR
-from evalframe.results import ScoreResult
+from evalframe.results.nouns import ScoreResult
+from evalframe.results.summary import Summary
+from evalframe.run import pipeline
 from evalframe.scorers.grounded import Rules, average_precision, claims_score, ranking_score
-from evalframe.summary import Summary
 from tests.conftest import compose, fake_model, run_cli
 from tests.scripted import ScriptedModel
 from tests.test_rescore import KEY, mlflow_runs, stored_items
@@ -471,7 +471,7 @@ def test_a_sweep_and_rescore_of_the_rules_make_no_call_and_a_copied_judge_runs(
 
 
 def test_a_sweep_ranks_a_lower_is_better_score_by_minimizing_it() -> None:
-    from evalframe.objective import of_config
+    from evalframe.results.objective import of_config
 
     # The default objective (the first scorer's mean) is minimized for hallucination, maximized otherwise.
     assert of_config(compose(["scorer=[hallucination,faithfulness]"])).direction == "minimize"
@@ -486,7 +486,7 @@ def test_a_sweep_ranks_a_lower_is_better_score_by_minimizing_it() -> None:
 
 
 def test_verdict_lines_are_read_from_any_scorer_that_keeps_verdicts() -> None:
-    from evalframe.results import ScoreResult
+    from evalframe.results.nouns import ScoreResult
 
     claims = {
         "statements": ["a", "b"],
@@ -520,8 +520,8 @@ def test_with_repeats_an_output_without_claims_is_not_applicable_not_failed(
 def test_not_applicable_is_said_by_the_rule_and_survives_the_journal() -> None:
     """Only a scorer's empty rule makes an item not applicable (a NaN without it is a failure, as a
     custom scorer's NaN always was), and a resumed run reads it back as such."""
-    from evalframe.journal import item_from_json
-    from evalframe.results import ItemResult, RunResult, to_jsonable
+    from evalframe.results.journal import item_from_json
+    from evalframe.results.nouns import ItemResult, RunResult, to_jsonable
 
     empty, nan = ScoreResult.empty("the output makes no claims"), ScoreResult(math.nan, "no idea")
     item = ItemResult("a", "Q?", None, "", scores={"faithfulness": empty, "mine": nan})

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evalframe import pipeline
-from evalframe.data import load_rows
+from evalframe.data.rows import load_rows
+from evalframe.run import pipeline
 from tests.conftest import compose
 
 

@@ -17,15 +17,15 @@ from typing import Any
 import pytest
 from omegaconf import OmegaConf
 
-from evalframe import pipeline
-from evalframe.cache import Cache
 from evalframe.errors import ConfigError
-from evalframe.limits import PARALLEL_JOBS, ModelLimits
-from evalframe.llm import LLM, ModelSettings
-from evalframe.results import Stats, StepResult
+from evalframe.models.cache import Cache
+from evalframe.models.calls import Stats, StepResult
+from evalframe.models.limits import PARALLEL_JOBS, ModelLimits
+from evalframe.models.llm import LLM, ModelSettings
+from evalframe.results.summary import Summary
+from evalframe.run import pipeline
 from evalframe.scorers.answer_similarity import SemanticUnits
-from evalframe.summary import Summary
-from evalframe.sweep import parallel_jobs
+from evalframe.sweep.callback import parallel_jobs
 from tests.conftest import compose, fake_model, run_cli
 from tests.fake_judge import judge
 from tests.scripted import NAME, ScriptedModel
@@ -322,7 +322,7 @@ def test_the_readmes_budgets(scripted: ScriptedModel, tmp_path: Path, budget: li
 
 
 def test_the_progress_line_shows_429s_and_a_cut_limit() -> None:
-    from evalframe.report import rate_limits
+    from evalframe.report.console import rate_limits
 
     stats = Stats()
     stats.limits["openai/gpt-4o-mini"] = limits = ModelLimits(8)

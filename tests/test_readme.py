@@ -25,8 +25,8 @@ from typing import Any
 import pytest
 import yaml
 
-from evalframe import pipeline
-from evalframe.data import load_rows
+from evalframe.data.rows import load_rows
+from evalframe.run import pipeline
 from tests.conftest import compose, fake_model
 from tests.scripted import ScriptedModel
 from tests.testserver import FakeLLMServer, constrained_decoder
@@ -271,7 +271,7 @@ def _run_command(block: Block, line: str, workdir: Path, scripted: ScriptedModel
     args = evalframe_args(line)
     assert args is not None
     if args[:1] == ["compare"]:  # no config: its own key=value arguments, checked as it reads them
-        from evalframe.compare import _arguments
+        from evalframe.cli.compare import _arguments
 
         assert _arguments(args[1:]), COMPARE
         return

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from evalframe import pipeline
-from evalframe.agreement import agreement
+from evalframe.results.agreement import agreement
+from evalframe.run import pipeline
 from evalframe.scorers.reference import exact_match, normalize, token_f1
 from tests.conftest import compose
 

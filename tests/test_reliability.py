@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from evalframe import config as configs
-from evalframe import pipeline
+from evalframe.config import compose as configs
 from evalframe.errors import EvalframeError
+from evalframe.run import pipeline
 from tests.conftest import Judge, compose, default_sigint, fake_model, run_cli
 from tests.fake_judge import judge, step_of
 from tests.scripted import ScriptedModel

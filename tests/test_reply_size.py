@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
-from evalframe import pipeline, tracking
-from evalframe.journal import read_items
-from evalframe.rescore import replayed
+from evalframe.cli.rescore import replayed
+from evalframe.results.journal import read_items
+from evalframe.run import pipeline
+from evalframe.tracking import log as tracking
 from tests.conftest import compose, fake_model
 from tests.fake_judge import judge
 from tests.testserver import FakeLLMServer, FakeRequest

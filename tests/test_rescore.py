@@ -11,18 +11,17 @@ from typing import Any
 
 import pytest
 
-from evalframe.cache import Cache, Replay, ReplayMiss
+from evalframe.cli.rescore import command_line, merge
 from evalframe.errors import ConfigError
-from evalframe.llm import LLM, ModelSettings, response_format
-from evalframe.rescore import command_line, merge
-from evalframe.results import Message, Stats, StepResult
+from evalframe.models.cache import Cache, Replay, ReplayMiss
+from evalframe.models.calls import Message, Stats, StepResult
+from evalframe.models.llm import LLM, ModelSettings, response_format
 from evalframe.scorers.answer_similarity import Analysis, Penalties, SemanticUnits, score
-from evalframe.tracking import fetch_run
+from evalframe.tracking.log import fetch_run
 from tests.conftest import fake_model, run_cli
 from tests.test_answer_relevancy import relevancy_judge
 from tests.test_ground_truth_similarity import compare_judge
-from tests.test_judge import ROWS as FACTUALITY_ROWS
-from tests.test_judge import factuality_responder
+from tests.test_judge import ROWS as FACTUALITY_ROWS, factuality_responder
 from tests.testserver import FakeLLMServer, FakeRequest
 
 KEY = {"OPENAI_API_KEY": "sk-x"}

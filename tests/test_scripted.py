@@ -12,10 +12,10 @@ from typing import Any
 import litellm
 import pytest
 
-from evalframe.cache import Cache
-from evalframe.llm import LLM, ModelRejected, ModelSettings, missing_keys
-from evalframe.results import Stats, StepResult
-from evalframe.retry import retry_after
+from evalframe.models.cache import Cache
+from evalframe.models.calls import Stats, StepResult
+from evalframe.models.llm import LLM, ModelRejected, ModelSettings, missing_keys
+from evalframe.models.retry import retry_after
 from evalframe.scorers.answer_similarity import SemanticUnits
 from tests.scripted import EMBED, NAME, ScriptedModel
 from tests.testserver import FakeRequest, Fault

@@ -12,12 +12,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from evalframe import pipeline
-from evalframe.cache import Cache
-from evalframe.context import Context
-from evalframe.data import Row
+from evalframe.data.rows import Row
 from evalframe.errors import ConfigError
-from evalframe.results import ScoreResult, Stats
+from evalframe.models.cache import Cache
+from evalframe.models.calls import Stats
+from evalframe.models.context import Context
+from evalframe.results.nouns import ScoreResult
+from evalframe.run import pipeline
 from evalframe.scorers.semantic_similarity import SemanticSimilarity
 from tests.conftest import compose
 from tests.testserver import FakeLLMServer
@@ -94,7 +95,7 @@ def test_a_failing_embedding_model_leaves_items_unscored_not_zero() -> None:
 
 def test_what_a_failed_window_paid_for_counts(judge_server: FakeLLMServer, monkeypatch: Any) -> None:
     """One batch fails, the other was answered and billed: the items are unscored, the bill is kept."""
-    from evalframe.llm import lib
+    from evalframe.models.llm import lib
 
     litellm = lib()
     real = litellm.aembedding
@@ -147,9 +148,9 @@ def test_a_missing_embedding_key_is_found_before_any_call() -> None:
 
 @pytest.mark.slow
 def test_texts_longer_than_the_window_are_chunked_and_averaged_not_truncated() -> None:
-    from evalframe import local_embeddings
-    from evalframe.llm import LLM, ModelSettings
-    from evalframe.results import Stats
+    from evalframe.models import local_embeddings
+    from evalframe.models.calls import Stats
+    from evalframe.models.llm import LLM, ModelSettings
 
     fact = "The capital of France is Paris."
     long = "Bananas are yellow fruit rich in potassium. " * 60 + fact  # 487 tokens; the window is 254

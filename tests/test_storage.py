@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from evalframe import pipeline
-from evalframe.cache import Cache
+from evalframe.models.cache import Cache
+from evalframe.run import pipeline
 from tests.conftest import compose, fake_model
 from tests.scripted import ScriptedModel
 
@@ -58,11 +58,10 @@ def _hydra_dirs(monkeypatch: pytest.MonkeyPatch, cwd: Path, overrides: list[str]
     import datetime as dt
 
     import hydra.core.utils
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
+    from hydra import compose as hydra_compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
-    import evalframe.__main__  # noqa: F401  (registers evalframe.run_dir, as the command does)
+    import evalframe.cli.app  # noqa: F401  (registers evalframe.run_dir, as the command does)
     from evalframe.paths import CONF_DIR
 
     class Frozen(dt.datetime):
@@ -91,7 +90,7 @@ def test_runs_started_in_the_same_second_get_directories_of_their_own(
 def test_new_run_dir_is_exclusive_under_a_race(tmp_path: Path) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
-    from evalframe.journal import new_run_dir
+    from evalframe.results.journal import new_run_dir
 
     with ThreadPoolExecutor(16) as pool:
         made = list(pool.map(lambda _: new_run_dir(tmp_path / "outputs" / "d" / "t"), range(64)))
@@ -169,7 +168,7 @@ def test_a_full_run_directory_stops_with_exit_code_5_and_resume_loses_nothing(
     import json
 
     from evalframe.errors import StorageError
-    from evalframe.journal import RESULTS, TORN
+    from evalframe.results.journal import RESULTS, TORN
 
     opened = Path.open
 
@@ -203,7 +202,7 @@ def test_resume_after_a_torn_last_line_scores_that_item_again(
 ) -> None:
     import json
 
-    from evalframe.journal import RESULTS
+    from evalframe.results.journal import RESULTS
 
     config = compose(judged(scripted, "dataset.limit=5"))
     run_dir = tmp_path / "run"
@@ -227,7 +226,7 @@ def _killed_after(run_dir: Path, items: int) -> None:
     """Leave a finished run as a run killed after `items` items."""
     import json
 
-    from evalframe.journal import MANIFEST, RESULTS
+    from evalframe.results.journal import MANIFEST, RESULTS
 
     lines = (run_dir / RESULTS).read_text().splitlines(keepends=True)
     (run_dir / RESULTS).write_text("".join(lines[:items]))
@@ -301,7 +300,7 @@ def test_runs_of_a_dead_process_are_marked_killed_and_live_ones_left_alone(tmp_p
 
     from mlflow.tracking import MlflowClient
 
-    from evalframe import tracking
+    from evalframe.tracking import log as tracking
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = MlflowClient(uri)
@@ -403,15 +402,14 @@ def test_a_disk_that_fills_after_the_last_item_says_how_to_log_the_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The command's own task in process: the report cannot be written, every item is on disk."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
+    from hydra import compose as hydra_compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import OmegaConf, open_dict
 
-    from evalframe import __main__ as command
-    from evalframe import html_report
+    from evalframe.cli import app as command
     from evalframe.paths import CONF_DIR
+    from evalframe.report import html as html_report
 
     def full(*args: Any, **kwargs: Any) -> None:
         raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "report.html"))

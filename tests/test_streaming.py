@@ -15,11 +15,12 @@ from typing import Any
 
 import pytest
 
-from evalframe import data, pipeline
+from evalframe.data import rows as data
 from evalframe.errors import DataError
-from evalframe.journal import RESULTS
 from evalframe.paths import SAMPLE_DATASET
-from evalframe.results import RunResult
+from evalframe.results.journal import RESULTS
+from evalframe.results.nouns import RunResult
+from evalframe.run import pipeline
 from tests.conftest import Judge, compose, fake_model
 from tests.scripted import ScriptedModel
 
@@ -180,7 +181,7 @@ def test_resume_skips_finished_windows_and_counts_their_items(
 
 def _journal_order(monkeypatch: pytest.MonkeyPatch, scripted: ScriptedModel) -> list[tuple[str, int]]:
     """(item id, requests the judge had answered) at each journaled item, in journal order."""
-    from evalframe.journal import Journal
+    from evalframe.results.journal import Journal
 
     seen: list[tuple[str, int]] = []
     append = Journal.append
@@ -253,7 +254,7 @@ def test_a_stalled_first_request_holds_the_others_back_only_a_few_seconds(
     """The model's first request is alone in flight until it is back (its rate-limit headers first), but
     not for as long as it stalls: after FIRST_ALONE seconds the rest go too, so a first request that hangs
     until model.timeout does not hold the whole run."""
-    from evalframe import limits
+    from evalframe.models import limits
     from tests.fake_judge import judge
 
     monkeypatch.setattr(limits, "FIRST_ALONE", 0.5)

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from evalframe import pipeline
 from evalframe.errors import ConfigError
-from evalframe.objective import of_config
 from evalframe.paths import CONF_DIR
-from evalframe.results import Objective
+from evalframe.results.nouns import Objective
+from evalframe.results.objective import of_config
+from evalframe.run import pipeline
 from tests import short_answer_judge
 from tests.conftest import compose, fake_model, run_cli, sweep_runs
 from tests.testserver import FakeLLMServer
@@ -277,8 +277,7 @@ def test_the_objective_defaults_to_the_first_scorers_mean_and_is_checked_before_
 
 
 def test_the_optuna_preset_searches_the_penalties_in_the_objectives_direction() -> None:
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
+    from hydra import compose as hydra_compose, initialize_config_dir
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = hydra_compose(

@@ -16,9 +16,9 @@ import pandas as pd
 import pytest
 
 from evalframe import evaluate
-from evalframe.data import Row
+from evalframe.data.rows import Row
 from evalframe.errors import ConfigError, PromptError
-from evalframe.targets import HTTPTarget, PythonTarget, extract
+from evalframe.targets.kinds import HTTPTarget, PythonTarget, extract
 from tests.conftest import compose, run_cli
 
 ROWS = [
@@ -314,7 +314,7 @@ def test_python_target_signature_and_path_are_checked_up_front(tmp_path: Path) -
 def test_every_target_option_composes() -> None:
     python = compose(["target=python", "target.fn=mypkg.agent:answer"])["target"]
     assert python == {
-        "_target_": "evalframe.targets.PythonTarget",
+        "_target_": "evalframe.targets.kinds.PythonTarget",
         "fn": "mypkg.agent:answer",
         "pass_row": False,
         "timeout": None,

@@ -11,11 +11,12 @@ from typing import Any
 
 import pytest
 
-from evalframe import pipeline, rescore
-from evalframe.data import ToolCall
+from evalframe.cli import rescore
+from evalframe.data.rows import ToolCall
 from evalframe.errors import ConfigError
-from evalframe.journal import read_items
-from evalframe.results import ScoreResult
+from evalframe.results.journal import read_items
+from evalframe.results.nouns import ScoreResult
+from evalframe.run import pipeline
 from evalframe.scorers.tool_calls import ToolCallAccuracy
 from tests.conftest import compose
 
@@ -290,8 +291,8 @@ def test_through_the_pipeline_figures_reach_results_mlflow_and_a_rescore(
 def test_a_sweep_may_rank_by_a_figure(tmp_path: Path) -> None:
     """objective.metric may name a scorer's own figure (tool_call_accuracy/recall): checked before the
     run like the other metrics, and measured as the figure's mean."""
-    from evalframe.objective import of_config
-    from evalframe.results import Objective
+    from evalframe.results.nouns import Objective
+    from evalframe.results.objective import of_config
 
     base = ["scorer=tool_call_accuracy", "dataset=jsonl", f"dataset.path={_dataset(tmp_path / 'a.jsonl')}"]
     config = compose([*base, "tracking=none", "objective.metric=tool_call_accuracy/recall"])

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from evalframe import pipeline, tracking
 from evalframe.errors import EXIT_TRACKING
+from evalframe.run import pipeline
+from evalframe.tracking import log as tracking
 from tests.conftest import _LEAKY, compose, fake_model
 from tests.scripted import ScriptedModel
 from tests.testserver import FakeLLMServer

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from evalframe import ui
+from evalframe.cli import ui
 from evalframe.errors import ConfigError
 from tests.conftest import _LEAKY, run_cli
 from tests.mlflow_server import free_port

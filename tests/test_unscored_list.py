@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from evalframe import pipeline
-from evalframe.results import ItemResult, RunResult, ScoreResult, StepResult, Unscored
+from evalframe.models.calls import StepResult
+from evalframe.results.nouns import ItemResult, RunResult, ScoreResult, Unscored
+from evalframe.run import pipeline
 from tests.conftest import compose, fake_model
 from tests.fake_judge import judge, step_of
 from tests.scripted import ScriptedModel

@@ -13,14 +13,23 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, create_model
 
-from evalframe.context import Context
-from evalframe.data import Row
+from evalframe.data.rows import Row
 from evalframe.errors import ConfigError
-from evalframe.llm import ModelSettings
-from evalframe.panel import Panel
-from evalframe.prompts import PromptSet
-from evalframe.results import ScoreResult, StepResult
-from evalframe.scorers import JudgeScorer, Reply, in_order, no_truth, per_position, position, round_half_up
+from evalframe.models.calls import StepResult
+from evalframe.models.context import Context
+from evalframe.models.llm import ModelSettings
+from evalframe.results.nouns import ScoreResult
+from evalframe.scorers.base import (
+    JudgeScorer,
+    Reply,
+    in_order,
+    no_truth,
+    per_position,
+    position,
+    round_half_up,
+)
+from evalframe.scorers.panel import Panel
+from evalframe.scorers.prompts import PromptSet
 
 
 class Penalties(BaseModel):

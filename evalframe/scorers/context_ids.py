@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from evalframe.context import Context
-from evalframe.data import Row
-from evalframe.results import ScoreResult
-from evalframe.scorers import Scorer, empty_rule, when_empty
+from evalframe.data.rows import Row
+from evalframe.models.context import Context
+from evalframe.results.nouns import ScoreResult
+from evalframe.scorers.base import Scorer, empty_rule, when_empty
 
 
 class _ContextIds(Scorer):

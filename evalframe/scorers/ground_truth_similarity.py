@@ -19,14 +19,22 @@ from typing import Any
 
 from pydantic import BaseModel, create_model
 
-from evalframe.context import Context
-from evalframe.data import Row
-from evalframe.llm import ModelSettings
-from evalframe.panel import Panel
-from evalframe.prompts import PromptSet
-from evalframe.results import ScoreResult
-from evalframe.scorers import JudgeScorer, Reply, in_order, no_truth, per_position, position, round_half_up
+from evalframe.data.rows import Row
+from evalframe.models.context import Context
+from evalframe.models.llm import ModelSettings
+from evalframe.results.nouns import ScoreResult
 from evalframe.scorers.answer_similarity import extract
+from evalframe.scorers.base import (
+    JudgeScorer,
+    Reply,
+    in_order,
+    no_truth,
+    per_position,
+    position,
+    round_half_up,
+)
+from evalframe.scorers.panel import Panel
+from evalframe.scorers.prompts import PromptSet
 
 
 class Comparison(BaseModel):

@@ -23,9 +23,10 @@ from typing import Any
 from pydantic import create_model
 
 from evalframe.errors import ConfigError
-from evalframe.llm import LLM
-from evalframe.results import Message, ScoreResult
-from evalframe.scorers import (
+from evalframe.models.calls import Message
+from evalframe.models.llm import LLM
+from evalframe.results.nouns import ScoreResult
+from evalframe.scorers.base import (
     COMPATS,
     Reply,
     empty_rule,

@@ -25,16 +25,17 @@ from typing import Any
 
 from pydantic import BaseModel, Field, create_model
 
-from evalframe.context import Context
-from evalframe.data import LISTS, Row
+from evalframe.data.rows import LISTS, Row
 from evalframe.errors import ConfigError
-from evalframe.llm import ModelSettings
-from evalframe.panel import Panel
+from evalframe.models.calls import Message
+from evalframe.models.context import Context
+from evalframe.models.llm import ModelSettings
 from evalframe.paths import PROMPTS_DIR
-from evalframe.prompts import PromptFile
-from evalframe.results import Message, ScoreResult
-from evalframe.scorers import JudgeScorer, Reply, enum_of, round_half_up, weights_of
+from evalframe.results.nouns import ScoreResult
+from evalframe.scorers.base import JudgeScorer, Reply, enum_of, round_half_up, weights_of
 from evalframe.scorers.grounded import KEYS, Claims, Grounded, Ranking, Rules, parse
+from evalframe.scorers.panel import Panel
+from evalframe.scorers.prompts import PromptFile
 
 
 @dataclass(frozen=True)

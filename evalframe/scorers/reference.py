@@ -10,10 +10,10 @@ import re
 import string
 from collections import Counter
 
-from evalframe.context import Context
-from evalframe.data import Row
-from evalframe.results import ScoreResult
-from evalframe.scorers import Scorer, no_truth
+from evalframe.data.rows import Row
+from evalframe.models.context import Context
+from evalframe.results.nouns import ScoreResult
+from evalframe.scorers.base import Scorer, no_truth
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCTUATION = str.maketrans("", "", string.punctuation)

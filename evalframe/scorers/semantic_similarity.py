@@ -14,13 +14,14 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from evalframe.context import Context
-from evalframe.data import Row
+from evalframe.data.rows import Row
 from evalframe.errors import ConfigError
-from evalframe.llm import ModelSettings, missing_keys
-from evalframe.panel import Aggregate
-from evalframe.results import ScoreResult, StepResult
-from evalframe.scorers import Scorer, no_truth
+from evalframe.models.calls import StepResult
+from evalframe.models.context import Context
+from evalframe.models.llm import ModelSettings, missing_keys
+from evalframe.results.nouns import ScoreResult
+from evalframe.scorers.base import Scorer, no_truth
+from evalframe.scorers.panel import Aggregate
 
 
 class SemanticSimilarity(Scorer):

@@ -43,10 +43,10 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from evalframe.context import Context
-from evalframe.data import Row, ToolCall
-from evalframe.results import ScoreResult
-from evalframe.scorers import COMPATS, Scorer, choice, empty_rule, when_empty
+from evalframe.data.rows import Row, ToolCall
+from evalframe.models.context import Context
+from evalframe.results.nouns import ScoreResult
+from evalframe.scorers.base import COMPATS, Scorer, choice, empty_rule, when_empty
 
 ARGS = ("exact", "subset", "ignore")
 FIGURES = ("precision", "recall", "f1", "exact", "order")

@@ -1,0 +1,1 @@
+"""The command line: `evalframe [run|rescore|log-run|compare|ui] ...`."""

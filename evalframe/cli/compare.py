@@ -1,0 +1,122 @@
+"""`python -m evalframe compare baseline=RUN_ID candidate=RUN_ID`: the regression gate between two
+logged runs (or a baseline and each job of a sweep, `candidate=` the sweep's parent run).
+
+Both runs' results.jsonl are read from MLflow and their items paired by dataset id (comparison.py);
+the table goes to the console and compare.html, and each comparison is logged as an MLflow run of its
+own. Exit code 1 when a candidate is significantly worse on any scorer both ran (the whole interval of
+the difference below 0), 2 for unknown ids or nothing in common, 3 when it could not be logged.
+
+No Hydra here: a comparison has no dataset, target or judge to compose, only a tracking URI.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from datetime import datetime
+from pathlib import Path
+
+from evalframe.errors import EXIT_GATE_FAILED, EXIT_OK, EXIT_TRACKING, ConfigError, EvalframeError
+from evalframe.report import console as report, html as html_report
+from evalframe.results.comparison import Comparison, compare
+from evalframe.results.journal import read_items
+from evalframe.results.nouns import ItemResult
+from evalframe.tracking import log as tracking
+
+USAGE = (
+    "usage: python -m evalframe compare baseline=RUN_ID candidate=RUN_ID "
+    "[tracking.uri=URI] [output_dir=DIR]\n"
+    "  candidate= may be a sweep's parent run: each of its jobs is compared with the baseline"
+)
+KEYS = ("baseline", "candidate", "tracking.uri", "output_dir")
+
+
+def _arguments(argv: list[str]) -> dict[str, str]:
+    args = {}
+    for arg in argv:
+        key, equals, value = arg.partition("=")
+        if not equals or key not in KEYS or not value:
+            raise ConfigError(f"compare: cannot read {arg!r}\n{USAGE}")
+        args[key] = value
+    missing = [k for k in ("baseline", "candidate") if k not in args]
+    if missing:
+        raise ConfigError(f"compare needs {' and '.join(f'{k}=RUN_ID' for k in missing)}\n{USAGE}")
+    return args
+
+
+def _default_uri() -> str:
+    """The tracking URI a run would log to: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db."""
+    from omegaconf import OmegaConf
+
+    from evalframe.config import compose as config
+
+    return str(OmegaConf.select(config.compose([]), "tracking.uri"))
+
+
+def _items(uri: str, role: str, run_id: str, scratch: Path) -> tuple[str, list[ItemResult]]:
+    """A run's experiment and items, or a ConfigError naming which side is wrong."""
+    try:
+        logged = tracking.fetch_run(uri, run_id, scratch / run_id)
+    except ConfigError as e:
+        raise ConfigError(f"{role}={run_id}: {e}") from None
+    return logged.experiment_id, read_items(logged.results_file)
+
+
+def run(argv: list[str]) -> int:
+    args = _arguments(argv)
+    uri = args.get("tracking.uri") or _default_uri()
+    output_dir = Path(args.get("output_dir") or Path("outputs", datetime.now().strftime("%Y-%m-%d/%H-%M-%S")))
+    baseline_id = args["baseline"]
+    comparisons: list[Comparison] = []
+    with tempfile.TemporaryDirectory(prefix="evalframe-compare-") as scratch:
+        experiment_id, baseline = _items(uri, "baseline", baseline_id, Path(scratch))
+        try:
+            jobs = tracking.sweep_children(uri, args["candidate"])
+        except ConfigError as e:
+            raise ConfigError(f"candidate={args['candidate']}: {e}") from None
+        if jobs:
+            print(
+                f"candidate {args['candidate']} is a sweep: comparing each of its {len(jobs)} jobs",
+                file=sys.stderr,
+            )
+        for candidate_id in jobs or [args["candidate"]]:
+            _, candidate = _items(uri, "candidate", candidate_id, Path(scratch))
+            found = compare(baseline_id, baseline, candidate_id, candidate)
+            if not found.paired or not found.scorers:
+                what = "no item id" if not found.paired else "no scorer"
+                raise ConfigError(
+                    f"baseline {baseline_id} and candidate {candidate_id} have {what} in common "
+                    f"({len(baseline)} and {len(candidate)} items): compare two runs of the same dataset "
+                    "with a scorer both ran"
+                )
+            comparisons.append(found)
+    for found in comparisons:
+        report.comparison(found)
+    written = html_report.write_compare_report(output_dir, comparisons)
+    print(f"compare.html: {written[0]}")
+    code = EXIT_OK
+    for found in comparisons:
+        try:
+            run_id = tracking.log_comparison(uri, experiment_id, found, written)
+            print(f"logged to MLflow at {uri} as run {run_id}")
+        except Exception as e:  # the comparison is printed and on disk; say what is missing
+            print(
+                f"error: could not log the comparison to MLflow ({type(e).__name__}: {str(e)[:300]})",
+                file=sys.stderr,
+            )
+            code = EXIT_TRACKING
+    worse = [f.candidate for f in comparisons if f.worse]
+    if worse:
+        print(f"candidate {', '.join(worse)} is significantly worse than the baseline (exit code 1)")
+        return EXIT_GATE_FAILED
+    return code
+
+
+def main(argv: list[str]) -> int:
+    """The command's exit code; a user error is one line on stderr, never a traceback."""
+    report.quiet_libraries()
+    try:
+        return run(argv)
+    except EvalframeError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return e.exit_code

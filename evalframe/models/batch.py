@@ -1,0 +1,385 @@
+"""Batch judging (`model.batch=true`): a model's requests go through the provider's batch API, at half
+the normal price, for evaluations where waiting minutes or hours is fine: OpenAI's Batch API (and any
+OpenAI-compatible server that has it) and Anthropic's Message Batches. One batcher; what differs between
+the two (how a request is written, how a batch is created, how its answers read) is its `wire`.
+ModelSettings.check_credentials refuses `batch=true` on any other provider before the run starts.
+
+Only the transport differs from a normal call: the same prompts, the same validation, the same cache
+(the model door asks the batcher only for what the cache does not hold). Requests are gathered while
+the run makes them; once none has come for `LINGER` seconds they go as one batch, so one step of every
+item in flight travels together and a step that depends on it (extract -> analyze) goes in the next
+batch. A reply that fails validation goes back to the model in the next batch, as a normal call would
+(`reply_retries` times); a request the provider answered with a transient error (429, 5xx), or did not
+answer because its batch expired or failed, is sent again in the next batch (`max_retries` times); then
+the item is unscored with the reason.
+
+Each batch's id and its requests' ids are appended to `batches.jsonl` in the run directory the moment
+the batch exists: a run killed while waiting and resumed with `resume=true` collects those batches
+instead of paying for the same requests again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import os
+import sys
+import time
+import warnings
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from evalframe.models.cache import key as cache_key
+from evalframe.models.calls import Message, Stats
+from evalframe.models.llm import ModelRejected, ModelSettings, Pricing, _transient_errors, lib
+from evalframe.models.retry import with_retries
+from evalframe.redaction import REDACTED, scrub_text
+
+BOOK = "batches.jsonl"  # in the run directory: one line per batch, written as soon as it is created
+LINGER = 0.2  # seconds without a new request before the gathered ones go as a batch
+ENDPOINT = "/v1/chat/completions"
+RETRYABLE = {408, 409, 429, 500, 502, 503, 504}
+FINAL = {"failed", "expired", "cancelled", "cancelling"}
+# A batch still pending this long after its expires_at has expired, whatever its status says: LiteLLM
+# reads any Anthropic processing_status but "ended" and "canceling" as in_progress.
+EXPIRY_GRACE = 3600.0
+T = TypeVar("T")
+
+
+class BatchError(Exception):
+    """A request the batch did not answer (the item is unscored with this reason)."""
+
+
+class _OpenAI:
+    """OpenAI's Batch API, wholly through LiteLLM: a JSONL of chat requests is uploaded and a batch
+    created on it; the batch's output and error files hold the answers."""
+
+    provider = "openai"
+
+    def request(self, batcher: Batcher, messages: list[Message], params: dict[str, Any]) -> dict[str, Any]:
+        """The body of one request, as a normal call would send it."""
+        s = batcher.settings
+        return {
+            "model": batcher.model,
+            "messages": messages,
+            "temperature": s.temperature,
+            **({"max_tokens": s.max_tokens} if s.max_tokens else {}),
+            **dict(s.extra),
+            **params,
+        }
+
+    async def create(self, batcher: Batcher, requests: dict[str, dict[str, Any]]) -> str:
+        """Create a batch of these requests (by request id); its id."""
+        litellm = lib()
+        lines = [
+            json.dumps({"custom_id": rid, "method": "POST", "url": ENDPOINT, "body": body})
+            for rid, body in requests.items()
+        ]
+        upload = await batcher._call(
+            litellm.acreate_file, file=("evalframe-batch.jsonl", "\n".join(lines).encode()), purpose="batch"
+        )
+        created = await batcher._call(
+            litellm.acreate_batch, completion_window="24h", endpoint=ENDPOINT, input_file_id=upload.id
+        )
+        return str(created.id)
+
+    def answers(self, content: bytes) -> dict[str, dict[str, Any]]:
+        """A results file's answer lines by request id, in OpenAI's shape: `response` (`status_code`,
+        `body`), or `error` for a request that was not answered."""
+        lines = (json.loads(line) for line in content.decode().splitlines() if line.strip())
+        return {answer["custom_id"]: answer for answer in lines}
+
+    def response(self, body: dict[str, Any], params: dict[str, Any]) -> Any:
+        """An answer's body as LiteLLM's ModelResponse, as a normal call returns it."""
+        return lib().ModelResponse(**body)
+
+    def mapped(self, error: Exception, model: str) -> Exception:
+        """LiteLLM's exception for an error its batch functions let through unmapped (the OpenAI SDK's;
+        on Anthropic's paths httpx's or its AnthropicError), so that a 5xx is retried and a refused key
+        ends the run, as on a normal call."""
+        try:
+            return lib().utils.exception_type(
+                model=model, original_exception=error, custom_llm_provider=self.provider
+            )
+        except Exception as e:  # it raises the mapped exception (and returns one of LiteLLM's as it is)
+            return e
+
+
+class _Anthropic(_OpenAI):
+    """Anthropic's Message Batches. LiteLLM 1.106 retrieves them (aretrieve_batch) and reads their results
+    (afile_content with the batch id: Anthropic's own JSONL, converted here), but cannot create one: its
+    create_batch has no Anthropic path (BerriAI/litellm#17265). So that one call is made by hand: each
+    request's body is built by LiteLLM's own Anthropic transformation from the parameters a normal call
+    passes, and the URL and headers come from LiteLLM's Anthropic batch config."""
+
+    provider = "anthropic"
+
+    def __init__(self) -> None:
+        self.betas: set[str] = set()  # the anthropic-beta features the requests need (structured output)
+
+    def request(self, batcher: Batcher, messages: list[Message], params: dict[str, Any]) -> dict[str, Any]:
+        litellm = lib()
+        drop = ("model", "timeout", "max_retries", "api_base", "api_key")  # not in the body
+        kwargs = {k: v for k, v in batcher.settings.call_kwargs().items() if k not in drop}
+        messages = copy.deepcopy(messages)  # as LiteLLM's handler does: the transformation may edit them
+        optional = litellm.utils.get_optional_params(
+            model=batcher.model, custom_llm_provider="anthropic", messages=messages, **kwargs, **params
+        )
+        optional.pop("json_mode", None)  # how LiteLLM reads the reply (see response), not part of the body
+        headers: dict[str, str] = {}
+        body = litellm.AnthropicConfig().transform_request(
+            model=batcher.model,
+            messages=messages,
+            optional_params=optional,
+            litellm_params={},
+            headers=headers,
+        )
+        headers, body = litellm.anthropic_beta_headers_manager.update_request_with_filtered_beta(
+            headers=headers, request_data=body, provider="anthropic"
+        )
+        self.betas.update(b.strip() for b in headers.get("anthropic-beta", "").split(",") if b.strip())
+        return dict(body)
+
+    async def create(self, batcher: Batcher, requests: dict[str, dict[str, Any]]) -> str:
+        litellm = lib()
+        s = batcher.settings
+        config = litellm.llms.anthropic.batches.transformation.AnthropicBatchesConfig()
+        url = config.get_complete_batch_url(
+            api_base=s.api_base, api_key=None, model="", optional_params={}, litellm_params={}, data={}
+        )
+        betas = {"anthropic-beta": ",".join(sorted(self.betas))} if self.betas else {}
+        payload = {"requests": [{"custom_id": rid, "params": body} for rid, body in requests.items()]}
+
+        async def post(api_key: str | None = None, **_: Any) -> str:
+            # x-api-key (or the bearer token), anthropic-version, and anthropic-beta with the batches beta
+            headers = config.validate_environment(
+                headers=betas, model="", messages=[], optional_params={}, litellm_params={}, api_key=api_key
+            )
+            client = litellm.llms.custom_httpx.http_handler.get_async_httpx_client(
+                llm_provider=litellm.LlmProviders.ANTHROPIC
+            )
+            response = await client.post(url, json=payload, headers=headers, timeout=s.timeout)
+            return str(response.json()["id"])
+
+        return await batcher._call(post)
+
+    def answers(self, content: bytes) -> dict[str, dict[str, Any]]:
+        codes = lib().llms.anthropic.common_utils.ANTHROPIC_ERROR_STATUS_CODE_MAP
+        answers: dict[str, dict[str, Any]] = {}
+        for rid, line in super().answers(content).items():
+            result = line.get("result") or {}
+            kind = result.get("type")
+            if kind == "succeeded":
+                answers[rid] = {"response": {"status_code": 200, "body": result["message"]}}
+            elif kind == "errored":  # {"type": "error", "error": {"type": "overloaded_error", "message"}}
+                error = (result.get("error") or {}).get("error") or {}
+                status = codes.get(error.get("type"), 500)
+                answers[rid] = {"response": {"status_code": status, "body": {"error": error}}}
+            else:  # canceled or expired: not answered (sent again)
+                answers[rid] = {"error": {"message": str(kind)}}
+        return answers
+
+    def response(self, body: dict[str, Any], params: dict[str, Any]) -> Any:
+        import httpx
+
+        litellm = lib()
+        return litellm.AnthropicConfig().transform_parsed_response(
+            completion_response=body,
+            raw_response=httpx.Response(200),
+            model_response=litellm.ModelResponse(),
+            json_mode="response_format" in params,  # a forced tool's input becomes the message content
+        )
+
+    def mapped(self, error: Exception, model: str) -> Exception:
+        response = getattr(error, "response", None)
+        if type(error).__name__ == "HTTPStatusError" and response is not None:  # wrapped as its handler does
+            error = lib().llms.anthropic.common_utils.AnthropicError(
+                status_code=response.status_code, message=response.text, headers=response.headers
+            )
+        return super().mapped(error, model)
+
+
+class Batcher:
+    """One model's batches: `complete(messages, **params)` returns the chat completion as a normal call
+    would (LiteLLM's ModelResponse), priced at the batch rate."""
+
+    def __init__(self, settings: ModelSettings, stats: Stats, run_dir: Path | None):
+        # LiteLLM 1.106's afile_content makes one coroutine too many and drops it (the content comes
+        # all the same): its "never awaited" warning would reach the user's console on every batch.
+        warnings.filterwarnings("ignore", "coroutine 'OpenAIFilesAPI.afile_content' was never awaited")
+        self.settings = settings
+        self.stats = stats
+        self.book = run_dir / BOOK if run_dir else None
+        self.model, provider = lib().get_llm_provider(settings.name)[:2]  # the name on the wire
+        self.wire = _Anthropic() if provider == "anthropic" else _OpenAI()
+        self.pricing = Pricing(settings)
+        self._pending: dict[str, tuple[dict[str, Any], asyncio.Future[dict[str, Any]]]] = {}
+        self._timer: asyncio.TimerHandle | None = None
+        self._sending: set[asyncio.Task[None]] = set()
+        self._journaled = self._read_book()  # request id -> id of the batch it went in (a killed run's)
+        self._collecting: dict[str, asyncio.Task[dict[str, dict[str, Any]]]] = {}
+
+    async def complete(self, messages: list[Message], **params: Any) -> Any:
+        body = self.wire.request(self, messages, params)
+        request_id = cache_key(body)
+        retries = self.settings.max_retries
+        while True:
+            if request_id in self._journaled:  # sent by the run that was killed: collect, don't resend
+                batch_id = self._journaled.pop(request_id)
+                if batch_id not in self._collecting:
+                    self._collecting[batch_id] = asyncio.ensure_future(self._wait(batch_id))
+                try:
+                    answers = await asyncio.shield(self._collecting[batch_id])
+                except BatchError as e:  # it failed or expired meanwhile: sent again in a new batch
+                    answers = {request_id: {"error": {"message": str(e)}}}
+                line = answers.get(request_id) or {"error": {"message": "not in the batch's output"}}
+            else:
+                line = await self._submit(request_id, body)
+            response = line.get("response") or {}
+            status = response.get("status_code")
+            if status == 200:
+                return self._priced(self.wire.response(response["body"], params))
+            if (status in RETRYABLE or status is None) and retries > 0:
+                retries -= 1  # sent again in the next batch
+                continue
+            detail = (response.get("body") or {}).get("error") or line.get("error") or {}
+            raise BatchError(f"the batch answered {status or 'nothing'}: {str(detail.get('message'))[:300]}")
+
+    def _submit(self, request_id: str, body: dict[str, Any]) -> asyncio.Future[dict[str, Any]]:
+        """Add a request to the batch being gathered; its answer line once the batch is done."""
+        if request_id in self._pending:  # the same request twice in one batch: asked once
+            return self._pending[request_id][1]
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._pending[request_id] = (body, future)
+        if self._timer:
+            self._timer.cancel()
+        self._timer = asyncio.get_running_loop().call_later(LINGER, self._go)
+        return future
+
+    def _go(self) -> None:
+        batch, self._pending, self._timer = self._pending, {}, None
+        task = asyncio.ensure_future(self._send(batch))
+        self._sending.add(task)
+        task.add_done_callback(self._sending.discard)
+
+    async def _send(self, batch: dict[str, tuple[dict[str, Any], asyncio.Future[dict[str, Any]]]]) -> None:
+        try:
+            batch_id = await self.wire.create(self, {rid: body for rid, (body, _) in batch.items()})
+            self._write_book(batch_id, list(batch))
+            print(f"batch {batch_id} ({self.settings.name}): submitted {len(batch)}", file=sys.stderr)
+            self.stats.batched += len(batch)
+            self.stats.calls += len(batch)
+            try:
+                answers = await self._wait(batch_id)
+            except BatchError as e:  # it failed or expired: each request is sent again in a new batch
+                answers = {rid: {"error": {"message": str(e)}} for rid in batch}
+        except BaseException as e:  # every request of the batch fails alike (a rejected key ends the run)
+            for _, future in batch.values():
+                if not future.done():
+                    future.set_exception(e)
+            if not isinstance(e, Exception):
+                raise
+            return
+        for rid, (_, future) in batch.items():
+            if not future.done():
+                future.set_result(answers.get(rid) or {"error": {"message": "not in the batch's output"}})
+
+    async def _wait(self, batch_id: str) -> dict[str, dict[str, Any]]:
+        """Poll the batch until it is done, saying how it goes; its answer lines by request id."""
+        litellm = lib()
+        started, said, last_said = time.monotonic(), None, 0.0
+        while True:
+            batch = await self._call(litellm.aretrieve_batch, batch_id=batch_id)
+            counts = batch.request_counts
+            state = (batch.status, getattr(counts, "completed", 0), getattr(counts, "failed", 0))
+            waited = time.monotonic() - started
+            if state != said or waited - last_said >= 60:
+                print(
+                    f"batch {batch_id} ({self.settings.name}): {batch.status}, "
+                    f"{state[1]} of {getattr(counts, 'total', '?')} completed, {state[2]} failed; "
+                    f"waited {waited:.0f} s",
+                    file=sys.stderr,
+                )
+                said, last_said = state, waited
+            if batch.status == "completed":
+                break
+            if batch.status in FINAL:
+                raise BatchError(f"batch {batch_id} {batch.status}: {batch.errors or 'no reason given'}")
+            if batch.expires_at and time.time() > batch.expires_at + EXPIRY_GRACE:
+                raise BatchError(f"batch {batch_id} expired: still {batch.status} long after it was due")
+            await asyncio.sleep(self.settings.batch_poll)
+        answers: dict[str, dict[str, Any]] = {}
+        for file_id in (batch.output_file_id, batch.error_file_id):
+            if file_id:
+                content = await self._call(litellm.afile_content, file_id=file_id)
+                answers.update(self.wire.answers(content.content))
+        unanswered = Counter(str(a["error"].get("message")) for a in answers.values() if a.get("error"))
+        if unanswered:  # Anthropic's expired requests (its batch itself "ended"), OpenAI's error file
+            missed = ", ".join(f"{n} {why[:80]}" for why, n in unanswered.items())
+            print(f"batch {batch_id} ({self.settings.name}): {missed}", file=sys.stderr)
+        return answers
+
+    async def _call(self, fn: Callable[..., Awaitable[T]], **kwargs: Any) -> T:
+        """One call of LiteLLM's file and batch API, retried like a completion; a refused key ends the run."""
+        litellm = lib()
+        s = self.settings
+        where = {"custom_llm_provider": self.wire.provider, "timeout": s.timeout, "api_base": s.api_base}
+        key = s.api_key()
+        if key:
+            where["api_key"] = key
+
+        async def attempt() -> T:
+            try:
+                try:
+                    return await fn(**kwargs, **{k: v for k, v in where.items() if v is not None})
+                except Exception as e:
+                    mapped = self.wire.mapped(e, s.name)
+                    if mapped is e:
+                        raise
+                    raise mapped from None
+            except (litellm.AuthenticationError, litellm.PermissionDeniedError) as e:
+                said = scrub_text(str(e).replace(key, REDACTED) if key else str(e))  # a key echoed back
+                raise ModelRejected(
+                    f"the batch API of {s.name} rejected the request ({type(e).__name__}): {said[:300]}"
+                ) from None
+
+        transient = _transient_errors(litellm)
+        return await with_retries(attempt, s.max_retries, lambda e: isinstance(e, transient))
+
+    def _priced(self, response: Any) -> Any:
+        """The answer (LiteLLM's ModelResponse), its cost at the batch price (NaN when the model's price
+        is unknown), and what it would have cost as a normal call."""
+        cost, full = self.pricing.batched(response.usage)
+        response._hidden_params["response_cost"] = cost
+        self.stats.batch_cost += cost
+        self.stats.unbatched_cost += full
+        return response
+
+    def _server(self) -> str:
+        """Which server the batches live on, as a digest (an api_base may hold credentials)."""
+        return cache_key({"api_base": self.settings.api_base})[:16]
+
+    def _read_book(self) -> dict[str, str]:
+        if self.book is None or not self.book.is_file():
+            return {}
+        journaled: dict[str, str] = {}
+        for line in self.book.read_text(encoding="utf-8").splitlines():
+            try:
+                entry = json.loads(line)
+            except ValueError:  # a line torn by the kill: that batch is paid for again, nothing lost
+                continue
+            if entry.get("model") == self.settings.name and entry.get("server") == self._server():
+                journaled.update(dict.fromkeys(entry["requests"], entry["batch"]))
+        return journaled
+
+    def _write_book(self, batch_id: str, requests: list[str]) -> None:
+        if self.book is None:
+            return
+        entry = {"batch": batch_id, "model": self.settings.name, "server": self._server()}
+        with self.book.open("a", encoding="utf-8") as f:
+            f.write(json.dumps({**entry, "created": time.time(), "requests": requests}) + "\n")
+            f.flush()
+            os.fsync(f.fileno())

@@ -1,0 +1,149 @@
+"""Agreement between a scorer and people: how far to trust a scorer, and what penalty sweeps optimise.
+
+Rank correlations (Spearman, Kendall) say whether the scorer orders answers as people do; Pearson and
+the mean absolute error (both scales rescaled to [0, 1]) whether it also matches their scale; accuracy
+and Cohen's kappa whether it passes and fails the same answers at a threshold.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from evalframe.results.intervals import Interval, bootstrap
+from evalframe.results.nouns import RunResult
+
+# Every agreement metric, in the order tables show them; what objective.metric may name.
+METRICS = ("n", "spearman", "pearson", "kendall", "mae", "accuracy", "kappa")
+
+
+def agreement(
+    scores: Sequence[float],
+    human: Sequence[float],
+    human_range: Sequence[float] = (0.0, 1.0),
+    threshold: float = 0.5,
+) -> dict[str, float]:
+    """Metrics over the pairs where both the scorer and the person gave a score (NaN pairs dropped)."""
+    from scipy import stats
+    from sklearn.metrics import accuracy_score, cohen_kappa_score
+
+    low, high = float(human_range[0]), float(human_range[1])
+    pairs = [
+        (s, (h - low) / (high - low))
+        for s, h in zip(scores, human, strict=True)
+        if not (math.isnan(s) or math.isnan(h))
+    ]
+    out: dict[str, float] = {"n": float(len(pairs))}
+    if len(pairs) < 2:
+        return out
+    ours, theirs = [p[0] for p in pairs], [p[1] for p in pairs]
+    with warnings.catch_warnings():  # a constant column gives NaN correlations, reported as such
+        warnings.simplefilter("ignore")
+        out["spearman"] = float(stats.spearmanr(ours, theirs).statistic)
+        out["pearson"] = float(stats.pearsonr(ours, theirs).statistic)
+        out["kendall"] = float(stats.kendalltau(ours, theirs).statistic)
+        passed_ours = [s >= threshold for s in ours]
+        passed_theirs = [h >= threshold for h in theirs]
+        out["accuracy"] = float(accuracy_score(passed_theirs, passed_ours))
+        out["kappa"] = float(cohen_kappa_score(passed_theirs, passed_ours))
+    out["mae"] = sum(abs(a - b) for a, b in pairs) / len(pairs)
+    return out
+
+
+def intervals(
+    scores: Sequence[float],
+    human: Sequence[float],
+    human_range: Sequence[float] = (0.0, 1.0),
+    threshold: float = 0.5,
+) -> dict[str, Interval]:
+    """The 95% interval of every agreement metric (but n), resampling the items both scored."""
+    pairs = [(s, h) for s, h in zip(scores, human, strict=True) if not (math.isnan(s) or math.isnan(h))]
+    keys = [k for k in METRICS if k != "n"]
+
+    def statistic(ours: Sequence[float], theirs: Sequence[float]) -> list[float]:
+        found = agreement(list(ours), list(theirs), human_range, threshold)
+        return [found.get(k, math.nan) for k in keys]
+
+    found = bootstrap(statistic, [p[0] for p in pairs], [p[1] for p in pairs])
+    return dict(zip(keys, found if len(found) == len(keys) else [found[0]] * len(keys), strict=True))
+
+
+def krippendorff_alpha(ratings: Sequence[Sequence[float]]) -> float:
+    """Krippendorff's alpha at the interval level: 1 - observed / expected disagreement, over the
+    units (columns) that at least two raters (rows) scored; NaN marks a missing score. 1 is perfect
+    agreement, 0 what chance gives, below 0 systematic disagreement; NaN when it is undefined (fewer
+    than two pairable scores, or every score the same).
+
+    Written out rather than taken from the `krippendorff` package, which is GPL-licensed; checked
+    against Krippendorff's own worked example (tests/test_panel.py).
+    """
+    import numpy as np
+
+    data = np.asarray(ratings, dtype=float)
+    units = [col[~np.isnan(col)] for col in data.T]
+    units = [u for u in units if len(u) > 1]  # a unit scored once has nothing to agree with
+    if not units:
+        return math.nan
+    values = np.concatenate(units)
+    n = len(values)
+    # Observed: within each unit, every ordered pair's squared difference, weighted 1 / (m_u - 1).
+    observed = sum(((u[:, None] - u[None, :]) ** 2).sum() / (len(u) - 1) for u in units) / n
+    # Expected: the same over every ordered pair of pairable values, whichever units they are in.
+    expected = ((values[:, None] - values[None, :]) ** 2).sum() / (n * (n - 1))
+    return math.nan if expected == 0 else float(1 - observed / expected)
+
+
+def between_judges(judges: Mapping[str, Sequence[float]]) -> dict[str, float]:
+    """How far a panel's judges agree with each other on the items they were asked about:
+    Krippendorff's alpha (interval) and the mean Spearman correlation over every pair of judges."""
+    from scipy import stats
+
+    ratings = [list(scores) for scores in judges.values()]
+    out = {
+        "alpha": krippendorff_alpha(ratings),
+        "n": float(sum(sum(not math.isnan(r[i]) for r in ratings) > 1 for i in range(len(ratings[0])))),
+    }
+    correlations = []
+    with warnings.catch_warnings():  # a constant judge has no rank correlation: left out
+        warnings.simplefilter("ignore")
+        for a in range(len(ratings)):
+            for b in range(a + 1, len(ratings)):
+                both = [
+                    (x, y)
+                    for x, y in zip(ratings[a], ratings[b], strict=True)
+                    if not (math.isnan(x) or math.isnan(y))
+                ]
+                if len(both) > 1:
+                    rho = float(stats.spearmanr(*zip(*both, strict=True)).statistic)
+                    if not math.isnan(rho):
+                        correlations.append(rho)
+    out["spearman"] = sum(correlations) / len(correlations) if correlations else math.nan
+    return out
+
+
+def with_agreement(result: RunResult, config: Mapping[str, Any]) -> RunResult:
+    """Compare every scorer with the dataset's human scores, when it has them, and a panel's judges
+    with each other."""
+    for name, judges in result.judges.items():
+        if len(judges) > 1:
+            asked = result.judged[name]
+            result.judge_agreement[name] = between_judges(
+                {
+                    label: [s for s, a in zip(scores, asked, strict=True) if a]
+                    for label, scores in judges.items()
+                }
+            )
+    human = list(result.human)
+    if all(math.isnan(h) for h in human):
+        return result
+    dataset = config.get("dataset") or {}
+    human_range = dataset.get("human_range") or (0, 1)
+    threshold = float(config.get("agreement_threshold", 0.5))
+    for name in result.scorers:
+        scores = list(result.scores[name])
+        result.agreement[name] = agreement(scores, human, human_range, threshold)
+        for key, interval in intervals(scores, human, human_range, threshold).items():
+            result.intervals[f"{name}/agreement/{key}"] = interval
+    return result

@@ -1,0 +1,1 @@
+"""A run, top to bottom: plan, execute as a continuous flow, aggregate, report, log."""

@@ -1,0 +1,250 @@
+"""The pipeline, top to bottom: plan (config -> target, scorers, validated rows), execute (rows ->
+outputs -> scores, journaled item by item), aggregate (agreement, objective), then the results go to
+the console, report.html and MLflow.
+
+Everything that can be checked is checked before the first model call: config, credentials, every
+dataset row and every prompt template.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import sys
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evalframe import redaction
+from evalframe.data import rows as data
+from evalframe.errors import EXIT_INTERRUPTED, ConfigError
+from evalframe.models.cache import Cache
+from evalframe.models.context import Context
+from evalframe.report import console as report, html as html_report
+from evalframe.results import agreement, gate, intervals, objective as objectives, summary as summaries
+from evalframe.results.journal import Journal
+from evalframe.results.nouns import RAW_REPLY_LIMIT, ItemResult, Objective, RunResult, ScoreResult
+from evalframe.run import flow
+from evalframe.scorers.base import Scorer
+from evalframe.targets.kinds import Target
+from evalframe.tracking import log as tracking
+
+
+@dataclass
+class Plan:
+    """A validated evaluation, ready to run."""
+
+    config: dict[str, Any]
+    target: Target
+    scorers: dict[str, Scorer]
+    rows: data.Rows  # validated; read again as the run executes
+    inputs: str = ""  # digest of the rows' content and the target's prompt or code: what resume checks
+
+
+@dataclass
+class Given:
+    """What the caller already holds, used instead of building it from the config and checked the same
+    way: the Python API's function, scorer objects and in-memory rows; a re-score's stored outputs,
+    rows and judge replies."""
+
+    target: Target | None = None
+    scorers: Mapping[str, Scorer] = field(default_factory=dict)
+    rows: list[data.Row] | None = None
+    source: str = "data"  # what errors call the in-memory rows
+    cache: Cache | None = None  # the replies to serve instead of the judge cache's (a re-score's)
+
+
+def _build(spec: Mapping[str, Any], where: str) -> Any:
+    """Build the object a config node's `_target_` names; errors say which key to fix."""
+    from hydra.utils import get_class
+
+    kwargs = {k: v for k, v in spec.items() if not k.startswith("_")}
+    try:
+        cls = get_class(spec["_target_"])
+    except Exception:
+        raise ConfigError(f"{where}._target_={spec.get('_target_')!r} is not an importable class") from None
+    try:
+        return cls(**kwargs)
+    except TypeError as e:
+        raise ConfigError(f"{where}: {e}; check the keys of {where}") from None
+
+
+def plan(config: dict[str, Any], given: Given | None = None) -> Plan:
+    """Build target and scorers, check credentials, read and validate every row and prompt."""
+    given = given or Given()
+    scorer_specs = config.get("scorers") or {}
+    if not scorer_specs:
+        raise ConfigError("no scorer selected; choose one, e.g. scorer=answer_similarity")
+    scorers: dict[str, Scorer] = {}
+    for name, spec in scorer_specs.items():
+        scorer = given.scorers[name] if name in given.scorers else _build(spec, f"scorers.{name}")
+        scorer.name = name
+        scorers[name] = scorer
+    target: Target = given.target if given.target is not None else _build(config["target"], "target")
+    # Credentials first: a missing key is the most common mistake and costs nothing to find (a
+    # re-score, whose replies are all stored, asks no model and needs none).
+    if given.cache is None or given.cache.asks_models:
+        for model in target.models():
+            model.check_credentials("target.model")
+        for model in {m for s in scorers.values() for m in s.models()}:
+            model.check_credentials("model")
+    if given.rows is not None:
+        rows = data.Rows.of(given.rows, given.source)
+    else:
+        rows = data.Rows.from_config(config["dataset"])
+    needs = [(name, need) for name, scorer in scorers.items() for need in scorer.required()]
+    columns = data.column_names(config.get("dataset") or {})
+
+    def check(window: list[data.Row]) -> None:
+        target.validate(window, rows.source)
+        for name, need in needs:
+            data.require(window, rows.source, need, f"scorer {name} needs", columns[need])
+
+    first = rows.validate(check, window_size(config))  # the whole file, one pass, before any call
+    if given.rows is None:  # (rows given as they are, the API's or a re-score's, are never split)
+        rows = data.tune_part(rows, config.get("tune") or {})
+    for scorer in scorers.values():
+        scorer.validate(first)
+    inputs = hashlib.sha256(f"{rows.digest}\n{target.identity()}".encode()).hexdigest()[:16]
+    return Plan(config, target, scorers, rows, inputs)
+
+
+def window_size(config: Mapping[str, Any]) -> int:
+    return int(config.get("window") or 2000)
+
+
+async def execute(
+    plan: Plan, ctx: Context, journal: Journal, done: list[ItemResult], keep: int | None = None
+) -> RunResult:
+    """Score the rows as a continuous flow (evalframe.flow), each item journaled as it finishes; items
+    already done (resume) are counted, not redone; `keep` caps the items the result holds."""
+    lower = frozenset(name for name, s in plan.scorers.items() if s.better == "lower")
+    result = RunResult(items=[], scorers=list(plan.scorers), keep=keep, lower_better=lower)
+    chunks = [plan.target.chunk, *(s.chunk for s in plan.scorers.values())]
+    window = window_size(plan.config)  # a batched judge gets a window of rows in each of its batches
+    batched = any(m.batch for s in plan.scorers.values() for m in s.models())
+    sizes = flow.sizes(window, window if batched else int(plan.config.get("concurrency", 8)), chunks)
+
+    score: flow.Score = lambda rows, add: _score_rows(plan, ctx, journal, rows, add)  # noqa: E731
+    await flow.run(plan.rows, score, result, {item.id: item for item in done}, *sizes)
+    return result
+
+
+async def _score_rows(
+    plan: Plan, ctx: Context, journal: Journal, todo: list[data.Row], add: Callable[[ItemResult], None]
+) -> None:
+    """Produce the outputs of `todo`, score them with every scorer concurrently, journal and `add`
+    each item the moment its last scorer returns its result."""
+    items: dict[str, ItemResult] = {}
+    waiting: dict[str, set[str]] = {}
+    raw_limit = int(plan.config.get("raw_reply_limit") or RAW_REPLY_LIMIT)
+
+    def record(scorer: str, row: data.Row, result: ScoreResult) -> None:
+        item = items[row.id]
+        item.scores[scorer] = result
+        waiting[row.id].discard(scorer)
+        if not waiting[row.id]:
+            items[row.id] = item = redaction.scrubbed(item.stored(raw_limit))  # no key; a huge reply once
+            journal.append(item)
+            add(items.pop(row.id))
+        ctx.advance()
+
+    async def finish(scorer: str, row: data.Row, pending: Awaitable[ScoreResult]) -> None:
+        record(scorer, row, await pending)
+
+    produced = await plan.target.outputs(todo, ctx)
+    ready: list[tuple[data.Row, str]] = []
+    for row, (output, step) in zip(todo, produced, strict=True):
+        fields = (row.id, row.input, row.ground_truth, output)
+        item = ItemResult(*fields, target_step=step, human=row.human, record=dict(row.extra))
+        items[row.id], waiting[row.id] = item, set(plan.scorers)
+        if step and step.error:
+            # An output that could not be produced is unscored by every scorer, never scored as empty.
+            item.target_error = step.error
+            for name in plan.scorers:
+                record(name, row, ScoreResult.unscored(f"target: {step.error}"))
+        else:
+            ready.append((row, output))
+    await asyncio.gather(
+        *(
+            finish(name, row, pending)
+            for name, scorer in plan.scorers.items()
+            for (row, _), pending in zip(ready, scorer.score_each(ready, ctx), strict=True)
+        )
+    )
+
+
+def evaluate(
+    config: dict[str, Any],
+    output_dir: Path,
+    resume_from: Path | None = None,
+    overrides: list[str] | None = None,
+    given: Given | None = None,
+    annotate: Callable[[RunResult], Mapping[str, str]] | None = None,
+) -> tuple[RunResult, int]:
+    """Run a resolved config end to end: plan, execute (journaling each item), aggregate, then print,
+    write report.html, gate and log to MLflow. Returns the result and the exit code (gate, unscored
+    rate, tracking). `annotate` gives tags for the MLflow run once the result is known."""
+    redaction.remember(config)  # the command line did too; the Python API starts here
+    p = plan(config, given)
+    objective = objectives.of_config(config)  # a typo in objective.metric must not cost a sweep
+    gate_cfg = config.get("gate") or {}
+    gate.validate(gate_cfg, list(p.scorers), {n for n, s in p.scorers.items() if s.better == "lower"})
+    journal = Journal(resume_from or output_dir)
+    done = [i for i in journal.resumed(p.inputs) if set(i.scores) == set(p.scorers)] if resume_from else []
+    if resume_from:
+        print(f"resuming {resume_from}: {len(done)} of {len(p.rows)} items already done", file=sys.stderr)
+    cache_cfg = config.get("cache") or {}
+    ctx = Context(
+        limiter=asyncio.Semaphore(int(config.get("concurrency", 8))),
+        cache=(given and given.cache) or Cache(cache_cfg.get("mode", "readwrite"), cache_cfg.get("dir")),
+        run_dir=journal.directory,
+    )
+    journal.start(config, len(p.rows), resume=resume_from is not None, overrides=overrides, inputs=p.inputs)
+    todo = len(p.rows) - len(done)
+    html_report.preload()  # while the models answer: the report at the end then starts at once
+    intervals.preload()  # and so do its confidence intervals
+    try:
+        with report.progress(todo * (len(p.scorers) + p.target.reports_progress), ctx.stats) as advance:
+            ctx.advance = advance
+            result = flow.run_async(execute(p, ctx, journal, done, keep_items(config)))
+    except KeyboardInterrupt:
+        journal.close()
+        print(
+            f"\ninterrupted: finished items are saved in {journal.path}. Continue with the same command "
+            "plus resume=true",
+            file=sys.stderr,
+        )
+        raise SystemExit(EXIT_INTERRUPTED) from None
+    result.stats = ctx.stats
+    aggregate(result, config, objective)
+    # The verdict comes before anything is written, so run.json, report.html and MLflow all record it.
+    code, checks = gate.evaluate(result, gate_cfg, float(config.get("max_unscored_rate", 0.1)))
+    result.verdict, result.facts = gate.verdict(code, checks), summaries.facts(config, result)
+    journal.finish(result.means, result.objective, result.verdict, result.facts)
+    html_report.write_run_report(result, journal.directory, tracking.run_name(config))
+    job = tracking.sweep_job()
+    if job is None:  # a sweep's job says one line; its tables are in its report and MLflow run
+        report.summary(summaries.Summary.of(result), journal.path)
+        report.gate(code, checks)
+    logged = tracking.log(result, config, journal.path, overrides, annotate(result) if annotate else None)
+    if result.run_id:
+        journal.logged(result.run_id)
+    if job is not None:
+        report.job(job, tracking.job_label(), result.objective, code or logged)
+    return result, code or logged
+
+
+def aggregate(result: RunResult, config: Mapping[str, Any], objective: Objective) -> RunResult:
+    """What a finished run adds up to beyond its means: intervals, agreement with people, objective."""
+    intervals.with_intervals(result)
+    agreement.with_agreement(result, config)
+    result.objective = objectives.measure(objective, result.metrics())
+    return result
+
+
+def keep_items(config: Mapping[str, Any]) -> int | None:
+    """How many items a result holds for MLflow's table, reasons.md and prompts.jsonl (null: all)."""
+    keep = config.get("keep_items", 10000)
+    return None if keep is None else int(keep)

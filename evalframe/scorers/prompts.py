@@ -1,0 +1,132 @@
+"""Prompt files: the only module that imports jinja2.
+
+Templates are rendered in a sandbox with StrictUndefined, so a typo in a variable name fails at
+validation time instead of sending a prompt with a hole in it. Dataset text only ever arrives as a
+variable's value; Jinja2 never renders a value as template code, so `{{ 7*7 }}` in an answer stays
+literally `{{ 7*7 }}`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from evalframe.errors import PromptError
+from evalframe.models.calls import Message
+from evalframe.paths import PROMPTS_DIR
+
+
+def fence(text: Any, label: str) -> str:
+    """Wrap judged text in tags it cannot close itself.
+
+    The tag carries a hash of the text, so the text would have to contain its own hash to forge the
+    closing tag; the hash is deterministic, so identical prompts stay identical (and cacheable).
+    """
+    body = str(text)
+    tag = f"{label}-{hashlib.sha256(body.encode()).hexdigest()[:8]}"
+    return f"<{tag}>\n{body}\n</{tag}>"
+
+
+def _environment(directory: Path) -> ImmutableSandboxedEnvironment:
+    env = ImmutableSandboxedEnvironment(
+        loader=jinja2.FileSystemLoader(str(directory)),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=False,
+    )
+    env.filters["fence"] = fence
+    return env
+
+
+class PromptSet:
+    """The prompt files of one scorer (or target): one Jinja2 file per step, plus an optional
+    `system.j2` sent as the system message of every step."""
+
+    def __init__(self, directory: str | Path | None, default: str):
+        self.directory = Path(directory).expanduser().resolve() if directory else PROMPTS_DIR / default
+        if not self.directory.is_dir():
+            raise PromptError(f"prompt directory {self.directory} does not exist")
+        self._env = _environment(self.directory)
+
+    def _template(self, name: str) -> jinja2.Template:
+        try:
+            return self._env.get_template(name)
+        except jinja2.TemplateNotFound:
+            raise PromptError(f"prompt file {self.directory / name} is missing") from None
+        except jinja2.TemplateSyntaxError as e:
+            raise PromptError(f"prompt file {self.directory / name}, line {e.lineno}: {e.message}") from None
+
+    def has(self, step: str) -> bool:
+        return (self.directory / f"{step}.j2").is_file()
+
+    def render(self, step: str, **variables: Any) -> list[Message]:
+        """Render a step's messages: system.j2 (if present) then the step's user prompt."""
+        messages = []
+        if self.has("system"):
+            messages.append({"role": "system", "content": self._render("system.j2", variables)})
+        messages.append({"role": "user", "content": self._render(f"{step}.j2", variables)})
+        return messages
+
+    def _render(self, name: str, variables: dict[str, Any]) -> str:
+        template = self._template(name)
+        try:
+            return template.render(**variables).strip()
+        except jinja2.UndefinedError as e:
+            known = ", ".join(sorted(variables)) or "none"
+            raise PromptError(
+                f"prompt file {self.directory / name}: {e.message}; the variables available are: {known}"
+            ) from None
+        except jinja2.TemplateNotFound as e:  # {% include %}, {% import %} or {% extends %} of another file
+            raise PromptError(
+                f"prompt file {self.directory / name}: it includes {e.name!r}, which is not a file in "
+                f"{self.directory} (a prompt can include only the files of its own folder)"
+            ) from None
+        except jinja2.TemplateError as e:  # a sandbox violation, a syntax error in an included file
+            raise PromptError(f"prompt file {self.directory / name}: {e}") from None
+
+
+class PromptFile:
+    """A single user-supplied template (the LLM target's prompt)."""
+
+    def __init__(self, path: str | Path | None, default: str):
+        self.path = Path(path).expanduser().resolve() if path else PROMPTS_DIR / default
+        if not self.path.is_file():
+            raise PromptError(f"prompt file {self.path} does not exist")
+        self._prompts = PromptSet(self.path.parent, default="")
+
+    def render(self, **variables: Any) -> list[Message]:
+        return [{"role": "user", "content": self._prompts._render(self.path.name, variables)}]
+
+
+class TextTemplate:
+    """A one-line template from config (a value of the HTTP target's request body), compiled once and
+    rendered in the same sandbox; `where` names the config key in errors."""
+
+    def __init__(self, source: str, where: str):
+        self.where = where
+        env = ImmutableSandboxedEnvironment(
+            loader=jinja2.DictLoader({}),  # a value includes no file: `{% include %}` finds nothing
+            undefined=jinja2.StrictUndefined,
+            autoescape=False,
+        )
+        try:
+            self._template = env.from_string(source)
+        except jinja2.TemplateSyntaxError as e:
+            raise PromptError(f"{where}={source!r}: {e.message}") from None
+
+    def render(self, **variables: Any) -> str:
+        try:
+            return self._template.render(**variables)
+        except jinja2.UndefinedError as e:
+            known = ", ".join(sorted(variables)) or "none"
+            raise PromptError(f"{self.where}: {e.message}; the variables available are: {known}") from None
+        except jinja2.TemplateNotFound as e:
+            raise PromptError(
+                f"{self.where}: it includes {e.name!r}; a config template cannot include files"
+            ) from None
+        except jinja2.TemplateError as e:  # a sandbox violation, a syntax error in an included file
+            raise PromptError(f"{self.where}: {e}") from None

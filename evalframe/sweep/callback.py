@@ -1,0 +1,196 @@
+"""Sweeps (`python -m evalframe -m penalties.missing=0.05,0.15,0.3 ...`, `-m sweep=penalties_grid`,
+`-m sweep=tune_penalties`): one MLflow parent run per sweep, one child run per job, and at the end a
+table of all jobs ranked by the objective (objective.py) and the best job's values.
+
+A Hydra callback, so it works with any sweeper (basic grid, Optuna) and any launcher: the parent run
+is created at sweep start and its id handed to the jobs through the environment (inherited by
+joblib's worker processes too). Each job's run.json (journal.py) records what the table needs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+from pathlib import Path
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, OmegaConf
+
+from evalframe.errors import ConfigError
+from evalframe.models.cache import alive
+from evalframe.models.limits import PARALLEL_JOBS
+from evalframe.redaction import redact_overrides
+from evalframe.results.jobs import best_of, objective_of, read_jobs, swept_keys
+
+EXIT_CODE = "exit_code"  # each job's exit code, in its directory
+SWEEP = "sweep.json"  # the sweep's own record: its overrides, status, process and MLflow parent run
+worst_exit_code = 0  # of the last sweep's jobs, whichever process they ran in
+
+
+def _without_resume(overrides: list[str]) -> list[str]:
+    """A sweep's identity: its overrides, secrets blanked, `resume=...` left out."""
+    return [o for o in redact_overrides(overrides) if o.split("=", 1)[0].lstrip("+~") != "resume"]
+
+
+def find_unfinished(root: Path, overrides: list[str]) -> Path | None:
+    """The newest sweep directory under `root` (multirun/) whose sweep ran with these overrides and did
+    not finish, and whose process is gone (a live one is still running, not to be resumed)."""
+    wanted = _without_resume(overrides)
+    for marker in sorted(root.glob(f"*/*/{SWEEP}"), key=lambda p: p.stat().st_mtime, reverse=True):
+        try:
+            record = json.loads(marker.read_text())
+        except (OSError, ValueError):
+            continue
+        if record.get("status") != "running" or _without_resume(record.get("overrides", [])) != wanted:
+            continue
+        if record.get("host") == socket.gethostname() and alive(int(record.get("pid", 0))):
+            continue
+        return marker.parent
+    return None
+
+
+def _write_marker(sweep_dir: Path, record: dict[str, Any]) -> None:
+    tmp = sweep_dir / f".{SWEEP}.tmp"
+    tmp.write_text(json.dumps(record, indent=1))
+    os.replace(tmp, sweep_dir / SWEEP)
+
+
+def require_multirun(hydra_cfg: Any) -> None:
+    """A sweep preset without -m would silently run one job with the defaults: say so instead."""
+    from hydra.types import RunMode
+
+    preset = (hydra_cfg.runtime.choices or {}).get("sweep")
+    if preset and hydra_cfg.mode == RunMode.RUN:
+        raise ConfigError(
+            f"sweep={preset} is a sweep preset and runs several jobs: add -m "
+            f"(python -m evalframe -m sweep={preset} ...)"
+        )
+
+
+def check_objective(config: DictConfig) -> None:
+    """A bad objective would fail every job the same way (30 times in an Optuna search): stop first."""
+    from evalframe.results.objective import of_config
+
+    objective = config.get("objective")
+    try:
+        of_config(
+            {
+                "objective": OmegaConf.to_container(objective, resolve=True) if objective else {},
+                "scorers": dict.fromkeys(config.get("scorers") or {}),
+                "dataset": {"human_score": OmegaConf.select(config, "dataset.human_score")},
+            }
+        )
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        raise SystemExit(e.exit_code) from None
+
+
+def sweep_keys(config: DictConfig) -> list[str]:
+    """The keys a sweep varies: its sweeper's params (presets, Optuna) and the command line's sweep
+    overrides (`penalties.missing=0.05,0.3`, `range(...)`, `interval(...)`)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    keys = [str(k).lstrip("+~") for k in OmegaConf.select(config, "hydra.sweeper.params") or {}]
+    parsed = OverridesParser.create().parse_overrides(list(config.hydra.overrides.task))
+    keys += [o.get_key_element().lstrip("+~") for o in parsed if o.is_sweep_override()]
+    return list(dict.fromkeys(keys))
+
+
+def parallel_jobs(config: DictConfig) -> int:
+    """How many of the sweep's jobs may run at once, so each takes its share of model.rpm/tpm: one
+    with Hydra's basic launcher; joblib's n_jobs (-1: every CPU) or Ray's all, at most the jobs the
+    sweep has (its grid, or an Optuna batch: hydra.sweeper.n_jobs)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    launcher = str(OmegaConf.select(config, "hydra.launcher._target_") or "")
+    if "joblib" in launcher:
+        n = int(OmegaConf.select(config, "hydra.launcher.n_jobs") or -1)
+        at_once = n if n > 0 else max(1, (os.cpu_count() or 1) + 1 + n)  # joblib's count for n < 0
+    elif "ray" in launcher:
+        at_once = sys.maxsize
+    else:
+        return 1
+    if "optuna" in str(OmegaConf.select(config, "hydra.sweeper._target_") or ""):
+        return max(1, min(at_once, int(OmegaConf.select(config, "hydra.sweeper.n_jobs") or 1)))
+    params = OmegaConf.select(config, "hydra.sweeper.params") or {}
+    given = [f"{k}={v}" for k, v in params.items()] + list(config.hydra.overrides.task)
+    swept = {o.get_key_element(): o for o in OverridesParser.create().parse_overrides(given)}
+    jobs = 1
+    for override in swept.values():  # a key given on the command line replaces the preset's
+        if override.is_sweep_override():
+            jobs *= len(list(override.sweep_iterator()))
+    return max(1, min(at_once, jobs))
+
+
+def record_exit_code(code: int) -> None:
+    """Leave a sweep job's exit code in its directory: with hydra/launcher=joblib the job runs in a
+    worker process, and the sweep's exit code (the worst job's) is decided in the main one."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    hydra_cfg = HydraConfig.get()
+    if hydra_cfg.mode == RunMode.MULTIRUN:
+        (Path(hydra_cfg.runtime.output_dir) / EXIT_CODE).write_text(str(code))
+
+
+class SweepCallback(Callback):
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        from evalframe.tracking import log as tracking
+
+        check_objective(config)
+        os.environ[tracking.SWEPT] = json.dumps(sweep_keys(config))
+        sweep_dir = Path(config.hydra.sweep.dir)
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        overrides = list(config.hydra.overrides.task)
+        # A resumed sweep (`-m ... resume=true`: __main__ points hydra.sweep.dir at it) continues its
+        # own MLflow parent run; its jobs find what they finished in their directories.
+        earlier = json.loads((sweep_dir / SWEEP).read_text()) if (sweep_dir / SWEEP).is_file() else {}
+        parent = earlier.get("parent_run_id")
+        os.environ[PARALLEL_JOBS] = str(parallel_jobs(config))
+        if OmegaConf.select(config, "tracking.enabled"):
+            uri = str(OmegaConf.select(config, "tracking.uri"))
+            experiment = str(OmegaConf.select(config, "tracking.experiment"))
+            if not (parent and tracking.reopen_parent(uri, parent)):
+                parent = tracking.start_parent(
+                    uri=uri, experiment=experiment, name=f"sweep {sweep_dir.name}", overrides=overrides
+                )
+        record = {"status": "running", "overrides": redact_overrides(overrides), "parent_run_id": parent}
+        _write_marker(sweep_dir, {**record, "host": socket.gethostname(), "pid": os.getpid()})
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        from evalframe.report import console as report, html as html_report
+        from evalframe.sweep import holdout
+        from evalframe.tracking import log as tracking
+
+        global worst_exit_code
+        sweep_dir = Path(config.hydra.sweep.dir)
+        codes = [int(p.read_text()) for p in sweep_dir.glob(f"*/{EXIT_CODE}")]
+        worst_exit_code = max([worst_exit_code, *codes])
+        jobs = read_jobs(sweep_dir)
+        objective = objective_of(config, jobs)
+        params = OmegaConf.select(config, "hydra.sweeper.params") or {}
+        swept = swept_keys(jobs, [str(k) for k in params])
+        best = best_of(sweep_dir, jobs, objective, swept)
+        report.sweep(jobs, swept, objective)
+        report.best(best, objective)
+        os.environ.pop(tracking.SWEPT, None)
+        held_out = holdout.check(config, sweep_dir, best, swept, objective)
+        if held_out is not None:
+            report.holdout(held_out)
+        written = html_report.write_sweep_report(sweep_dir, jobs, objective, swept, held_out)
+        if written:  # written[0] is sweep.html, the plots follow
+            report.console.print(f"sweep report: {written[0]}", soft_wrap=True, markup=False, highlight=False)
+        if (sweep_dir / SWEEP).is_file():
+            _write_marker(sweep_dir, {**json.loads((sweep_dir / SWEEP).read_text()), "status": "finished"})
+        os.environ.pop(PARALLEL_JOBS, None)
+        tracking.end_parent(
+            str(OmegaConf.select(config, "tracking.uri")),
+            best,
+            objective,
+            sweep_dir,
+            written,
+            held_out.metrics() if held_out else {},
+        )
