@@ -1,6 +1,6 @@
 """`python -m evalframe ...`: the command line (evalframe.cli)."""
 
-from evalframe.cli.app import main
+from evalframe.cli import entry
 
 if __name__ == "__main__":
-    main()
+    entry()

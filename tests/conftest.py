@@ -106,10 +106,18 @@ def default_sigint() -> None:
 
 
 def run_cli(
-    args: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: float = 300
+    args: list[str],
+    cwd: Path,
+    env: dict[str, str] | None = None,
+    timeout: float = 300,
+    process: bool = False,
 ) -> subprocess.CompletedProcess[str]:
-    """`python -m evalframe ARGS` in a subprocess, as a user runs it. Only from a test marked slow:
-    `make check` promises to skip every test that starts one."""
+    """`evalframe ARGS` as a user runs it, from `cwd` with `env` added: in process through
+    `evalframe.cli.main(ARGS)` (its output captured), or with `process=True` as `python -m evalframe`
+    in a subprocess, for what needs a process boundary (signals, concurrent processes, launchers).
+    A subprocess only from a test marked slow: `make check` promises to skip every test that starts one."""
+    if not process:
+        return _in_process(args, cwd, env or {})
     for test in _running:
         assert test.get_closest_marker("slow"), f"{test.nodeid} runs `python -m evalframe`: mark it slow"
     full_env = {k: v for k, v in os.environ.items() if k not in _LEAKY}
@@ -123,6 +131,33 @@ def run_cli(
         timeout=timeout,
         check=False,
     )
+
+
+def run_process(
+    args: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    """`python -m evalframe ARGS` in a subprocess: for launchers' worker processes, PYTHONPATH, signals."""
+    return run_cli(args, cwd, env, timeout, process=True)
+
+
+def _in_process(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    import contextlib
+    import io
+
+    from evalframe.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    saved_env, saved_cwd = dict(os.environ), os.getcwd()
+    os.environ.update(env)
+    os.chdir(cwd)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(args)
+    finally:
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+    return subprocess.CompletedProcess(["evalframe", *args], code, out.getvalue(), err.getvalue())
 
 
 def sweep_runs(uri: str, experiment: str = "evalframe") -> tuple[Any, list[Any]]:

@@ -14,6 +14,7 @@ from mlflow.tracking import MlflowClient
 
 from evalframe import evaluate
 from evalframe.cli import compare
+from evalframe.results.nouns import Objective
 from evalframe.tracking import log as tracking
 
 TRUTH = "alpha beta gamma delta"
@@ -115,7 +116,13 @@ def test_a_sweep_candidate_compares_each_job(
     tracking.start_parent(uri, "evalframe", "sweep", [])
     parent = __import__("os").environ[tracking.PARENT_RUN]
     jobs = [_run(tmp_path, "same", _rows("alpha beta")), _run(tmp_path, "worse", _rows("alpha"))]
-    tracking.end_parent(uri, None, __import__("evalframe").results.Objective("token_f1/mean"), tmp_path, [])
+    tracking.end_parent(
+        uri,
+        None,
+        Objective("token_f1/mean"),
+        tmp_path,
+        [],
+    )
     assert _compare(tmp_path, baseline, parent) == 1  # one job is worse
     captured = capsys.readouterr()
     assert "comparing each of its 2 jobs" in captured.err

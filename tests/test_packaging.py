@@ -36,7 +36,7 @@ def test_wheel_carries_conf_prompts_and_sample_and_runs_from_them(tmp_path: Path
     # Only the unpacked wheel on the path: the checkout's conf/ and prompts/ must not be used.
     env = {**os.environ, "PYTHONPATH": str(unpacked), "PYTHONSAFEPATH": "1"}
     code = (
-        "import evalframe.paths as p, evalframe.prompts as pr;"
+        "import evalframe.paths as p, evalframe.scorers.prompts as pr;"
         "print(p.CONF_DIR); print(p.PROMPTS_DIR);"
         "print(pr.PromptSet(None, 'answer_similarity').render('extract', text='x')[1]['content'][:5])"
     )

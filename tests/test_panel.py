@@ -166,7 +166,7 @@ def test_a_panel_keeps_each_judges_verdict_and_aggregates_them(
     assert table["factuality/judge/a/score"] == [1.0, 0.0, 0.4, 0.6]
     assert table["factuality/judge/b/reason"][0] == "same: looks the same to me"
 
-    # results.jsonl keeps every judgment: a run logged later (log_run) has the same metrics.
+    # results.jsonl keeps every judgment: a run logged later (evalframe log-run) has the same metrics.
     [path] = tmp_path.glob("out*/results.jsonl")
     again = RunResult(items=read_items(path), scorers=["factuality"])
     from evalframe.results.agreement import with_agreement

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from evalframe.models.cache import Cache
-from tests.conftest import fake_model, run_cli, sweep_runs
+from tests.conftest import fake_model, run_process, sweep_runs
 from tests.testserver import FakeLLMServer
 
 SWEEP = ["penalties.missing=0.05,0.3", "penalties.contradiction=0.1,1.0"]
@@ -23,7 +23,7 @@ SWEEP = ["penalties.missing=0.05,0.3", "penalties.contradiction=0.1,1.0"]
 
 def _sweep(server: FakeLLMServer, cwd: Path, cache: Path, *launcher: str) -> subprocess.CompletedProcess[str]:
     cwd.mkdir()
-    return run_cli(
+    return run_process(
         ["-m", "scorer=answer_similarity", *fake_model(server), "dataset.limit=10", *SWEEP, *launcher],
         cwd=cwd,
         env={"OPENAI_API_KEY": "sk-x", "EVALFRAME_CACHE_DIR": str(cache)},
@@ -155,7 +155,7 @@ def test_other_cache_modes_never_wait(tmp_path: Path) -> None:
 def test_a_failing_job_in_a_worker_process_fails_the_sweep(
     judge_server: FakeLLMServer, tmp_path: Path
 ) -> None:
-    result = run_cli(
+    result = run_process(
         [
             "-m",
             "scorer=answer_similarity",
@@ -176,7 +176,7 @@ def test_a_failing_job_in_a_worker_process_fails_the_sweep(
 
 @pytest.mark.slow
 def test_a_ray_sweep_on_a_local_ray_instance(judge_server: FakeLLMServer, tmp_path: Path) -> None:
-    result = run_cli(
+    result = run_process(
         [
             "-m",
             "scorer=answer_similarity",

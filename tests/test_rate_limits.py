@@ -26,7 +26,7 @@ from evalframe.results.summary import Summary
 from evalframe.run import pipeline
 from evalframe.scorers.answer_similarity import SemanticUnits
 from evalframe.sweep.callback import parallel_jobs
-from tests.conftest import compose, fake_model, run_cli
+from tests.conftest import compose, fake_model, run_process
 from tests.fake_judge import judge
 from tests.scripted import NAME, ScriptedModel
 from tests.testserver import FakeLLMServer, FakeRequest, Fault, RateLimit
@@ -251,7 +251,7 @@ def test_a_request_stops_waiting_out_429s_at_its_deadline(scripted: ScriptedMode
 def test_a_parallel_sweeps_jobs_share_model_rpm(judge_server: FakeLLMServer, tmp_path: Path) -> None:
     """Four joblib jobs, each needing its own judge calls (temperature is in the request), with
     model.rpm=480: each job keeps to 120 a minute (2 a second), so together they keep to the budget."""
-    result = run_cli(
+    result = run_process(
         [
             "-m",
             "scorer=answer_similarity",

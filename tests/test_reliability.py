@@ -252,6 +252,11 @@ def _closed_port() -> int:
 
 
 @pytest.mark.slow
+def saved_dir(root: Path) -> Path:
+    [saved] = root.glob("outputs/*/*/results.jsonl")
+    return saved.parent
+
+
 def test_mlflow_unreachable_keeps_results_and_log_run_logs_them_later(
     judge_server: FakeLLMServer, tmp_path: Path
 ) -> None:
@@ -259,12 +264,15 @@ def test_mlflow_unreachable_keeps_results_and_log_run_logs_them_later(
     common = ["scorer=answer_similarity", *fake_model(judge_server), "dataset.limit=5"]
     failed = run_cli([*common, f"tracking.uri={down}"], cwd=tmp_path, env=KEY)
     assert failed.returncode == 3
-    assert f"could not log to MLflow at {down}" in failed.stderr and "log_run=" in failed.stderr
+    assert (
+        f"could not log to MLflow at {down}" in failed.stderr
+        and f"evalframe log-run {saved_dir(tmp_path)}" in failed.stderr
+    )
     [saved] = tmp_path.glob("outputs/*/*/results.jsonl")
     assert len(saved.read_text().splitlines()) == 5
 
     db = tmp_path / "later.db"
-    later = run_cli([f"log_run={saved.parent}", f"tracking.uri=sqlite:///{db}"], cwd=tmp_path, env=KEY)
+    later = run_cli(["log-run", str(saved.parent), f"tracking.uri=sqlite:///{db}"], cwd=tmp_path, env=KEY)
     assert later.returncode == 0, later.stderr
     from mlflow.tracking import MlflowClient
 
@@ -275,12 +283,17 @@ def test_mlflow_unreachable_keeps_results_and_log_run_logs_them_later(
     assert logged.data.metrics["answer_similarity/scored"] == 5
     assert logged.data.params["model.api_base"] == judge_server.openai_base
 
-    again = run_cli([f"log_run={saved.parent}", f"tracking.uri=sqlite:///{db}"], cwd=tmp_path, env=KEY)
+    again = run_cli(["log-run", str(saved.parent), f"tracking.uri=sqlite:///{db}"], cwd=tmp_path, env=KEY)
     assert again.returncode == 0 and f"already logged to MLflow as run {logged.info.run_id}" in again.stderr
     assert len(client.search_runs([experiment.experiment_id])) == 1  # not twice
-    forced = [f"log_run={saved.parent}", f"tracking.uri=sqlite:///{db}", "log_run_again=true"]
+    forced = ["log-run", str(saved.parent), f"tracking.uri=sqlite:///{db}", "--again"]
     assert run_cli(forced, cwd=tmp_path, env=KEY).returncode == 0
     assert len(client.search_runs([experiment.experiment_id])) == 2
+    # The run mode that was a config key says which command replaced it, in one line.
+    old = run_cli([f"log_run={saved.parent}"], cwd=tmp_path, env=KEY)
+    assert old.returncode == 2 and old.stderr.strip() == (
+        "error: log_run= is a command now: evalframe log-run RUN_DIR (see evalframe --help)"
+    )
 
 
 # --- bad input, found before any model call ---------------------------------------------------------------

@@ -61,7 +61,7 @@ def _hydra_dirs(monkeypatch: pytest.MonkeyPatch, cwd: Path, overrides: list[str]
     from hydra import compose as hydra_compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
-    import evalframe.cli.app  # noqa: F401  (registers evalframe.run_dir, as the command does)
+    import evalframe.cli.run  # noqa: F401  (registers evalframe.run_dir, as the command does)
     from evalframe.paths import CONF_DIR
 
     class Frozen(dt.datetime):
@@ -407,7 +407,7 @@ def test_a_disk_that_fills_after_the_last_item_says_how_to_log_the_run(
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import OmegaConf, open_dict
 
-    from evalframe.cli import app as command
+    from evalframe.cli import run as command
     from evalframe.paths import CONF_DIR
     from evalframe.report import html as html_report
 
@@ -429,5 +429,5 @@ def test_a_disk_that_fills_after_the_last_item_says_how_to_log_the_run(
     assert code == 5
     err = capsys.readouterr().err
     assert f"error: cannot write {tmp_path / 'report.html'} (No space left on device)" in err
-    assert f"log_run={tmp_path}" in err and "Traceback" not in err
+    assert f"evalframe log-run {tmp_path}" in err and "Traceback" not in err
     assert len((tmp_path / "results.jsonl").read_text().splitlines()) == 3

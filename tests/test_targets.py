@@ -19,7 +19,7 @@ from evalframe import evaluate
 from evalframe.data.rows import Row
 from evalframe.errors import ConfigError, PromptError
 from evalframe.targets.kinds import HTTPTarget, PythonTarget, extract
-from tests.conftest import compose, run_cli
+from tests.conftest import compose, run_cli, run_process
 
 ROWS = [
     {"id": "fr", "input": "What is the capital of France?", "ground_truth": "Paris", "lang": "fr"},
@@ -314,7 +314,7 @@ def test_python_target_signature_and_path_are_checked_up_front(tmp_path: Path) -
 def test_every_target_option_composes() -> None:
     python = compose(["target=python", "target.fn=mypkg.agent:answer"])["target"]
     assert python == {
-        "_target_": "evalframe.targets.kinds.PythonTarget",
+        "_target_": "evalframe.targets.PythonTarget",
         "fn": "mypkg.agent:answer",
         "pass_row": False,
         "timeout": None,
@@ -365,15 +365,15 @@ def test_cli_python_target_imports_the_users_module_from_pythonpath(tmp_path: Pa
     data.write_text("".join(json.dumps(r) + "\n" for r in ROWS))
     args = ["dataset=jsonl", f"dataset.path={data}", "scorer=exact_match", "tracking=none", *LENIENT]
     path = os.pathsep.join([str(tmp_path / "code"), os.environ.get("PYTHONPATH", "")])
-    ok = run_cli([*args, "target=python", "target.fn=mypkg.agent:answer"], tmp_path, {"PYTHONPATH": path})
+    ok = run_process([*args, "target=python", "target.fn=mypkg.agent:answer"], tmp_path, {"PYTHONPATH": path})
     assert ok.returncode == 0, ok.stderr
     [saved] = tmp_path.glob("outputs/*/*/results.jsonl")
     outputs = {i["id"]: i["output"] for i in map(json.loads, saved.read_text().splitlines())}
     assert outputs == {"fr": "Paris", "de": "Berlin", "it": "?"}
 
-    bad = run_cli([*args, "target=python", "target.fn=mypkg.agent:answr"], tmp_path, {"PYTHONPATH": path})
+    bad = run_process([*args, "target=python", "target.fn=mypkg.agent:answr"], tmp_path, {"PYTHONPATH": path})
     assert bad.returncode == 2 and "'mypkg.agent' has no 'answr'" in bad.stderr
-    missing = run_cli([*args, "target=python"], tmp_path)
+    missing = run_process([*args, "target=python"], tmp_path)
     assert missing.returncode == 2 and "target.fn is required" in missing.stderr
 
 

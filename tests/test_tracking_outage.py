@@ -1,6 +1,6 @@
 """A tracking store that cannot take the run fails it within seconds, with one clear line: a server
 that accepts connections and never answers, and an MLflow database in a place that cannot be written
-(a read-only directory, or a path under a file). The results stay on disk with the `log_run` hint,
+(a read-only directory, or a path under a file). The results stay on disk with the `evalframe log-run` hint,
 and the exit code is 3."""
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def run_logged_to(uri: str, scripted: ScriptedModel, tmp_path: Path) -> tuple[in
 def one_clear_line(err: str) -> str:
     assert "Traceback" not in err
     [line] = [line for line in err.splitlines() if "MLflow" in line]
-    assert line.startswith("error: could not log to MLflow") and "log_run=" in line
+    assert line.startswith("error: could not log to MLflow") and "evalframe log-run " in line
     return line
 
 

@@ -1,1 +1,5 @@
-"""The command line: `evalframe [run|rescore|log-run|compare|ui] ...`."""
+"""The command line: `evalframe [run|rescore|log-run|compare|ui] ...` as `main(argv) -> int`."""
+
+from evalframe.cli.main import entry, main
+
+__all__ = ["entry", "main"]

@@ -45,7 +45,7 @@ USAGE = "usage: python -m evalframe rescore run_id=<MLflow run id> [overrides, e
 RESCORED_FROM_TAG = "evalframe.rescored_from"
 LOGGED_RUN = "EVALFRAME_RESCORE_RUN"  # the run the sub-command read, as JSON, for the Hydra job(s)
 # Keys of the old command line that do not carry over: where to log, how to run, what to do.
-_NOT_CARRIED = ("rescore", "resume", "log_run", "tracking", "hydra", "cache", "concurrency")
+_NOT_CARRIED = ("rescore", "resume", "tracking", "hydra", "cache", "concurrency")
 # What a re-score takes from the stored items rather than from config.
 _FROM_ITEMS = ("dataset", "target")
 

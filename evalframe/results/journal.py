@@ -2,7 +2,7 @@
 item finishes) and run.json (the resolved config, its fingerprint and whether the run finished).
 
 A run killed half-way keeps every finished item; `resume=true` reads them back and scores only the
-rest; `log_run=DIR` logs a finished run to MLflow later (when the tracking server was down).
+rest; `evalframe log-run DIR` logs a finished run to MLflow later (when the tracking server was down).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ MANIFEST = "run.json"
 TORN = "results.jsonl.torn"  # last lines cut short by a kill or a full disk, set aside on resume
 # Keys that do not change what a run computes: a run may be resumed or re-logged with other values.
 _NOT_FINGERPRINTED = (
-    *("resume", "log_run", "tracking", "concurrency", "cache", "gate", "max_unscored_rate", "objective"),
+    *("resume", "tracking", "concurrency", "cache", "gate", "max_unscored_rate", "objective"),
     *("window", "keep_items", "raw_reply_limit"),
 )
 
@@ -236,7 +236,7 @@ class Journal:
         self._write_manifest(record)
 
     def logged(self, run_id: str) -> None:
-        """Note the MLflow run the results went to: `log_run=DIR` does not log them twice."""
+        """Note the MLflow run the results went to: `evalframe log-run DIR` does not log them twice."""
         self._write_manifest({**self.manifest, LOGGED: run_id})
 
     def close(self) -> None:

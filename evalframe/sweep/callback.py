@@ -13,6 +13,7 @@ import json
 import os
 import socket
 import sys
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,9 @@ from evalframe.results.jobs import best_of, objective_of, read_jobs, swept_keys
 
 EXIT_CODE = "exit_code"  # each job's exit code, in its directory
 SWEEP = "sweep.json"  # the sweep's own record: its overrides, status, process and MLflow parent run
-worst_exit_code = 0  # of the last sweep's jobs, whichever process they ran in
+# The exit codes of the command that runs the sweep (evalframe.cli.run.hydra_app): the sweep's worst
+# job's, whichever process it ran in, is added at its end. Set for one command, not for the process.
+EXIT_CODES: ContextVar[list[int] | None] = ContextVar("evalframe_exit_codes", default=None)
 
 
 def _without_resume(overrides: list[str]) -> list[str]:
@@ -145,7 +148,7 @@ class SweepCallback(Callback):
         sweep_dir = Path(config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
         overrides = list(config.hydra.overrides.task)
-        # A resumed sweep (`-m ... resume=true`: __main__ points hydra.sweep.dir at it) continues its
+        # A resumed sweep (`-m ... resume=true`: evalframe.cli.run points hydra.sweep.dir at it) continues its
         # own MLflow parent run; its jobs find what they finished in their directories.
         earlier = json.loads((sweep_dir / SWEEP).read_text()) if (sweep_dir / SWEEP).is_file() else {}
         parent = earlier.get("parent_run_id")
@@ -165,10 +168,10 @@ class SweepCallback(Callback):
         from evalframe.sweep import holdout
         from evalframe.tracking import log as tracking
 
-        global worst_exit_code
         sweep_dir = Path(config.hydra.sweep.dir)
-        codes = [int(p.read_text()) for p in sweep_dir.glob(f"*/{EXIT_CODE}")]
-        worst_exit_code = max([worst_exit_code, *codes])
+        codes = EXIT_CODES.get()
+        if codes is not None:
+            codes.extend(int(p.read_text()) for p in sweep_dir.glob(f"*/{EXIT_CODE}"))
         jobs = read_jobs(sweep_dir)
         objective = objective_of(config, jobs)
         params = OmegaConf.select(config, "hydra.sweeper.params") or {}

@@ -12,7 +12,8 @@ import os
 import re
 import socket
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ from evalframe.results.jobs import Best
 from evalframe.results.nouns import RAW_REPLY_LIMIT, ItemResult, Objective, RunResult
 
 # MLflow retries an unreachable server 7 times with doubling waits (minutes); fail within seconds instead:
-# the results are already on disk, and `log_run=DIR` logs them later.
+# the results are already on disk, and `evalframe log-run DIR` logs them later.
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "3")
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
@@ -53,6 +54,30 @@ PARENT_RUN = "EVALFRAME_PARENT_RUN_ID"
 SWEPT = "EVALFRAME_SWEPT_KEYS"
 # Which process holds a run open: a RUNNING run whose process is gone (SIGKILL, power loss) is stale.
 HOST_TAG, PID_TAG = "evalframe.host", "evalframe.pid"
+
+
+def store_uri(uri: str) -> str:
+    """`uri` with a relative SQLite path made absolute: MLflow keeps one store per URI string for the
+    life of the process, so `sqlite:///mlflow.db` would go on writing to the database of the first
+    working directory it was used in (the Python API and tests change directory between runs)."""
+    if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
+        return f"sqlite:///{Path(uri.removeprefix('sqlite:///')).resolve()}"
+    return uri
+
+
+@contextmanager
+def fluent_store(uri: str) -> Iterator[None]:
+    """MLflow's fluent API (set_experiment, start_run, log_*) on `uri` for one block. Its
+    set_tracking_uri also exports MLFLOW_TRACKING_URI, which the next run in this process (the Python
+    API, a test) would take for its own default store: what was exported before is put back."""
+    import mlflow
+
+    exported = os.environ.get("MLFLOW_TRACKING_URI")
+    mlflow.set_tracking_uri(store_uri(uri))
+    try:
+        yield
+    finally:
+        mlflow.set_tracking_uri(exported)  # type: ignore[arg-type]  # None: unset, as before
 
 
 def _holder() -> dict[str, str]:
@@ -147,48 +172,49 @@ def log_run(
     import mlflow
 
     safe = redact(config)
-    mlflow.set_tracking_uri(uri)
-    experiment_id = mlflow.set_experiment(experiment).experiment_id
-    reap(mlflow.MlflowClient(uri), experiment_id)
-    parent = os.environ.get(PARENT_RUN)
-    # In a sweep each job is a child of the sweep's run: the UI nests them, and its compare view and
-    # parallel-coordinates chart show swept params against scores.
-    nesting = {"mlflow.parentRunId": parent} if parent else {}
-    metrics = result.metrics()
-    objective = result.objective
-    if objective is not None:
-        # One name in every run, whatever it measures: the UI's parallel-coordinates chart and
-        # sort-by-column work across sweeps; the tag says which metric it is.
-        tags = {**tags, "evalframe.objective": f"{objective.metric} ({objective.direction})"}
-        if not math.isnan(objective.value):  # left out, like every other NaN metric
-            metrics["objective"] = objective.value
-    with mlflow.start_run(run_name=run_name, tags={**nesting, **_holder()}) as run:
-        mlflow.set_tags(dict(tags))
-        if len(result.items) < result.count:
-            # A large run's table, reasons.md and prompts.jsonl show its first items (keep_items);
-            # results.jsonl, logged below, holds every one.
-            mlflow.set_tag("evalframe.items_shown", f"{len(result.items)} of {result.count}")
-        mlflow.log_params(params(config))
-        mlflow.log_metrics(metrics)
-        log_limits(result, run.info.run_id)
-        mlflow.log_table(data=result.table(), artifact_file="items.json")
-        mlflow.log_dict(safe, "config.yaml")
-        limit = int(config.get("raw_reply_limit") or RAW_REPLY_LIMIT)
-        mlflow.log_text(prompts_log(result, limit), "prompts.jsonl")
-        mlflow.log_text(summary.reasons(result), "reasons.md")
-        mlflow.log_artifact(str(results_file))
-        log_report(result, results_file.parent, run_name)
-        tracking = config.get("tracking") or {}
-        if tracking.get("traces", True):
-            try:
-                log_traces(result, config, tracking.get("max_traces", MAX_TRACES))
-            except Exception as e:  # the run, its table and its report are logged: say what is missing
-                print(
-                    f"warning: per-item MLflow traces were not logged ({type(e).__name__}: {str(e)[:300]}); "
-                    "items.json has every item. tracking.traces=false turns them off",
-                    file=sys.stderr,
-                )
-        return run.info.experiment_id, run.info.run_id
+    with fluent_store(uri):
+        experiment_id = mlflow.set_experiment(experiment).experiment_id
+        reap(mlflow.MlflowClient(store_uri(uri)), experiment_id)
+        parent = os.environ.get(PARENT_RUN)
+        # In a sweep each job is a child of the sweep's run: the UI nests them, and its compare view and
+        # parallel-coordinates chart show swept params against scores.
+        nesting = {"mlflow.parentRunId": parent} if parent else {}
+        metrics = result.metrics()
+        objective = result.objective
+        if objective is not None:
+            # One name in every run, whatever it measures: the UI's parallel-coordinates chart and
+            # sort-by-column work across sweeps; the tag says which metric it is.
+            tags = {**tags, "evalframe.objective": f"{objective.metric} ({objective.direction})"}
+            if not math.isnan(objective.value):  # left out, like every other NaN metric
+                metrics["objective"] = objective.value
+        with mlflow.start_run(run_name=run_name, tags={**nesting, **_holder()}) as run:
+            mlflow.set_tags(dict(tags))
+            if len(result.items) < result.count:
+                # A large run's table, reasons.md and prompts.jsonl show its first items (keep_items);
+                # results.jsonl, logged below, holds every one.
+                mlflow.set_tag("evalframe.items_shown", f"{len(result.items)} of {result.count}")
+            mlflow.log_params(params(config))
+            mlflow.log_metrics(metrics)
+            log_limits(result, run.info.run_id)
+            mlflow.log_table(data=result.table(), artifact_file="items.json")
+            mlflow.log_dict(safe, "config.yaml")
+            limit = int(config.get("raw_reply_limit") or RAW_REPLY_LIMIT)
+            mlflow.log_text(prompts_log(result, limit), "prompts.jsonl")
+            mlflow.log_text(summary.reasons(result), "reasons.md")
+            mlflow.log_artifact(str(results_file))
+            log_report(result, results_file.parent, run_name)
+            tracking = config.get("tracking") or {}
+            if tracking.get("traces", True):
+                try:
+                    log_traces(result, config, tracking.get("max_traces", MAX_TRACES))
+                except Exception as e:  # the run, its table and its report are logged: say what is missing
+                    print(
+                        f"warning: per-item MLflow traces were not logged "
+                        f"({type(e).__name__}: {str(e)[:300]}); "
+                        "items.json has every item. tracking.traces=false turns them off",
+                        file=sys.stderr,
+                    )
+            return run.info.experiment_id, run.info.run_id
 
 
 def log_limits(result: RunResult, run_id: str) -> None:
@@ -213,7 +239,7 @@ def log_limits(result: RunResult, run_id: str) -> None:
 
 def log_report(result: RunResult, run_dir: Path, title: str) -> None:
     """report.html and plots/ of the active run. The run normally wrote them into its directory
-    already; a run logged later (`log_run=DIR`) from an older directory gets them built here."""
+    already; a run logged later (`evalframe log-run DIR`) from an older directory gets them built here."""
     import mlflow
 
     if not (run_dir / html_report.REPORT).is_file():
@@ -301,7 +327,7 @@ def log_files(uri: str, run_id: str, base: Path, files: list[Path]) -> None:
     """Log files to an existing run (the sweep's parent), keeping their paths relative to `base`."""
     from mlflow.tracking import MlflowClient
 
-    client = MlflowClient(uri)
+    client = MlflowClient(store_uri(uri))
     for path in files:
         folder = path.parent.relative_to(base).as_posix()
         client.log_artifact(run_id, str(path), None if folder == "." else folder)
@@ -329,7 +355,7 @@ def _client(uri: str) -> Any:
             f"no MLflow database at {Path(database).resolve()}: check tracking.uri ({uri}), or run from "
             "the directory that holds the run's mlflow.db"
         )
-    return MlflowClient(tracking_uri=uri)
+    return MlflowClient(tracking_uri=store_uri(uri))
 
 
 def last_run(uri: str, experiment: str) -> tuple[str, str] | None:
@@ -424,7 +450,7 @@ def log_comparison(uri: str, experiment_id: str, comparison: Comparison, files: 
     from mlflow.entities import Metric, RunTag
     from mlflow.tracking import MlflowClient
 
-    client = MlflowClient(uri)
+    client = MlflowClient(store_uri(uri))
     tags = {
         "evalframe.compare.baseline": comparison.baseline,
         "evalframe.compare.candidate": comparison.candidate,
@@ -495,12 +521,12 @@ def start_parent(uri: str, experiment: str, name: str, overrides: list[str]) -> 
     from mlflow.tracking import MlflowClient
 
     problem = unavailable(uri)
-    if problem:  # each job then says so and keeps its results for log_run
+    if problem:  # each job then says so and keeps its results for log-run
         print(f"warning: the sweep is not logged to MLflow: {problem}", file=sys.stderr)
         return None
-    mlflow.set_tracking_uri(uri)
-    experiment_id = mlflow.set_experiment(experiment).experiment_id
-    client = MlflowClient(uri)
+    with fluent_store(uri):
+        experiment_id = mlflow.set_experiment(experiment).experiment_id
+    client = MlflowClient(store_uri(uri))
     reap(client, experiment_id)
     safe = redact_overrides(overrides)
     run = client.create_run(
@@ -518,7 +544,7 @@ def reopen_parent(uri: str, run_id: str) -> bool:
     from mlflow.entities import RunTag
     from mlflow.tracking import MlflowClient
 
-    client = MlflowClient(uri)
+    client = MlflowClient(store_uri(uri))
     try:
         client.get_run(run_id)
     except Exception:
@@ -556,7 +582,7 @@ def end_parent(
         if best.job is not None:
             tags["evalframe.sweep.best_job"] = best.job.name
         metrics["objective"] = best.value
-    client = MlflowClient(uri)
+    client = MlflowClient(store_uri(uri))
     try:
         log_files(uri, run_id, base, files)
     except Exception as e:
@@ -653,7 +679,7 @@ def log(
         print(
             f"error: could not log to MLflow at {tracking['uri']} ({problem}). "
             f"The results are safe in {results_file}; log them later with: "
-            f"python -m evalframe log_run={results_file.parent}",
+            f"evalframe log-run {results_file.parent}",
             file=sys.stderr,
         )
         return EXIT_TRACKING

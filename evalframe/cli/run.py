@@ -1,10 +1,5 @@
-"""`python -m evalframe ...`: the Hydra entry point and the command-line modes it dispatches to.
-
-- a run (`python -m evalframe ...`, `resume=...`), a sweep (`-m ...`): the pipeline;
-- `log_run=DIR`: log a run that finished while MLflow was unreachable;
-- `rescore run_id=ID ...`: re-score a logged run (evalframe.rescore);
-- `ui [port=N] [tracking.uri=...]`: the MLflow UI on the runs' store (evalframe.ui), without Hydra.
-- `compare baseline=ID candidate=ID`: compare two logged runs item by item (evalframe.compare).
+"""`evalframe [run] OVERRIDES` and `evalframe rescore ...`: the Hydra app. `hydra_app(argv)` runs one
+command line through @hydra.main and returns its exit code (the worst job's, for a sweep).
 
 Kept light so `--help` and `--cfg job` start fast: the pipeline (and litellm, mlflow, torch) is
 imported only when a job really runs.
@@ -14,19 +9,14 @@ from __future__ import annotations
 
 import errno
 import sys
-import tempfile
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from evalframe.errors import EXIT_STORAGE
+from evalframe.errors import EXIT_STORAGE, ConfigError
 from evalframe.paths import CONF_DIR
-
-# The worst exit code of the run (or of all jobs of a sweep): Hydra passes return values to the
-# sweeper, not to the shell.
-_exit_code = 0
 
 
 def _new_run_dir(base: str) -> str:
@@ -49,57 +39,15 @@ def _new_run_dir(base: str) -> str:
 OmegaConf.register_new_resolver("evalframe.run_dir", _new_run_dir, use_cache=True, replace=True)
 
 
-def log_saved_run(directory: Path, config: dict[str, Any]) -> int:
-    """`log_run=DIR`: log a run that finished while MLflow was unreachable."""
-    from evalframe.errors import ConfigError
-    from evalframe.results import objective
-    from evalframe.results.agreement import with_agreement
-    from evalframe.results.intervals import with_intervals
-    from evalframe.results.journal import LOGGED, MANIFEST, Journal, read_items
-    from evalframe.results.nouns import RunResult, Verdict
-    from evalframe.run import pipeline
-    from evalframe.tracking import log as tracking
-
-    journal = Journal(directory)
-    manifest = journal.manifest
-    if manifest.get("status") != "finished":
-        raise ConfigError(
-            f"log_run={directory}: no finished run there "
-            f"({MANIFEST} says {manifest.get('status', 'nothing')}); resume it first with resume=PATH"
-        )
-    if manifest.get(LOGGED) and not config.get("log_run_again"):
-        print(
-            f"{directory} is already logged to MLflow as run {manifest[LOGGED]}: nothing logged "
-            "(log_run_again=true logs it again, as a new run)",
-            file=sys.stderr,
-        )
-        return 0
-    saved = manifest["config"]
-    # Log where the current command says (tracking.uri=...), with the run's own config otherwise.
-    saved["tracking"] = {**saved.get("tracking", {}), **config.get("tracking", {}), "enabled": True}
-    items = read_items(journal.path)
-    result = RunResult(items=items, scorers=list(saved["scorers"]), keep=pipeline.keep_items(saved))
-    with_intervals(result)
-    with_agreement(result, saved)
-    result.objective = objective.from_json(manifest.get("objective"))
-    if gate := manifest.get("gate"):  # the verdict the run reached, recorded again in MLflow
-        result.verdict = Verdict(int(gate["exit_code"]), tuple(gate["failed"]))
-    result.facts = dict(manifest.get("about") or {})
-    print(f"logging {len(items)} items from {journal.path}", file=sys.stderr)
-    code = tracking.log(result, saved, journal.path, manifest.get("overrides"))
-    if result.run_id:
-        journal.logged(result.run_id)
-    return code
-
-
 def _finished_job(directory: Path, config: dict[str, Any]) -> int:
     """A job of a resumed sweep that had finished before the kill: kept as it is (logged to MLflow
     now if the kill came before it was), not run again."""
+    from evalframe.cli.log_run import log_saved_run
     from evalframe.sweep.callback import EXIT_CODE
 
     code_file = directory / EXIT_CODE
     if not code_file.is_file():  # finished, but killed before its exit code (so before MLflow) was in
-        return log_saved_run(directory, config)
+        return log_saved_run(directory, config["tracking"])
     print(f"job {directory.name}: finished before the sweep was stopped; kept", file=sys.stderr)
     return int(code_file.read_text())
 
@@ -146,8 +94,6 @@ def run(cfg: DictConfig) -> tuple[int, float]:
         config = configs.resolve(cfg)
         redaction.remember(config)
         scrub_hydra_files()
-        if config.get("log_run"):
-            return log_saved_run(Path(config["log_run"]), config), failed.worst
         if config.get("rescore"):
             from evalframe.cli import rescore
 
@@ -177,7 +123,7 @@ def run(cfg: DictConfig) -> tuple[int, float]:
         # Past the journal (which says how to resume): its items are all on disk, the report is not.
         print(
             f"error: cannot write {e.filename or output_dir} ({e.strerror}); the finished items are in "
-            f"{output_dir}. Free some space, then log them with: python -m evalframe log_run={output_dir}",
+            f"{output_dir}. Free some space, then log them with: evalframe log-run {output_dir}",
             file=sys.stderr,
         )
         return EXIT_STORAGE, failed.worst
@@ -205,62 +151,53 @@ def discard_unused(output_dir: Path, hydra_files: Path) -> None:
             break
 
 
-@hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
-def _task(cfg: DictConfig) -> float:
-    from evalframe.sweep import callback as sweep
+def hydra_app(argv: list[str]) -> int:
+    """Run `argv` (Hydra's command line: flags and overrides) as a run or a sweep; its exit code."""
+    from hydra.core.global_hydra import GlobalHydra
 
-    global _exit_code
-    code, objective = run(cfg)
-    sweep.record_exit_code(code)  # a parallel sweep's job runs in another process: leave it on disk
-    _exit_code = max(_exit_code, code)
-    return objective  # what a sweeper optimises (Optuna reads the task's return value)
+    from evalframe.sweep.callback import EXIT_CODES, record_exit_code
 
+    codes: list[int] = []  # every job's that ran in this process, and a sweep's worst (the callback's)
 
-def _subcommand(argv: list[str], scratch: str) -> list[str]:
-    """`rescore run_id=ID ...` -> the command line Hydra runs: Hydra reads only overrides, not a bare
-    word, and a re-score is the logged run's own command line plus the new overrides."""
-    if not argv or argv[0] != "rescore":
-        return argv
-    from evalframe.cli.rescore import command_line
-    from evalframe.errors import EvalframeError
+    @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
+    def task(cfg: DictConfig) -> float:
+        code, objective = run(cfg)
+        record_exit_code(code)  # a parallel sweep's job runs in another process: leave it on disk
+        codes.append(code)
+        return objective  # what a sweeper optimises (Optuna reads the task's return value)
 
+    command_line, sys.argv = sys.argv, [sys.argv[0] if sys.argv else "evalframe", *argv]
+    token = EXIT_CODES.set(codes)
     try:
-        return command_line(argv[1:], Path(scratch))
-    except EvalframeError as e:
-        print(f"error: {e}", file=sys.stderr)
-        raise SystemExit(e.exit_code) from None
+        task()
+    except SystemExit as e:
+        # Hydra reports a bad command line (unknown option, bad override) with exit code 1, which
+        # a CI pipeline would read as "gate failed": it is a usage error.
+        return 2 if e.code == 1 else int(e.code or 0)
+    finally:
+        EXIT_CODES.reset(token)
+        sys.argv = command_line
+        GlobalHydra.instance().clear()  # the next command (or a test's compose) starts afresh
+    return max(codes, default=0)
 
 
-def _ui(args: list[str]) -> int:
-    from evalframe.cli import ui
-    from evalframe.errors import EvalframeError
-
-    try:
-        return ui.main(args)
-    except EvalframeError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return e.exit_code
-
-
-def _resumed_sweep(argv: list[str]) -> list[str]:
+def resumed_sweep(argv: list[str]) -> list[str]:
     """`-m ... resume=true` continues the newest unfinished sweep with the same overrides (or
     `resume=multirun/DATE/TIME`, that one) in its own directory: hydra.sweep.dir is set to it, where
     each job finds what it finished, and the sweep's MLflow parent run goes on."""
-    from hydra._internal.utils import get_args_parser
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    args, _ = get_args_parser().parse_known_args(argv)
-    if not args.multirun or not args.overrides:
+    if not {"-m", "--multirun"} & set(argv):
         return argv
+    given_overrides = [a for a in argv if not a.startswith("-") and "=" in a]
     try:
-        parsed = OverridesParser.create().parse_overrides(args.overrides)
+        parsed = OverridesParser.create().parse_overrides(given_overrides)
     except Exception:  # Hydra says what is wrong with the command line
         return argv
     given = {o.get_key_element().lstrip("+~"): o for o in parsed}
     resume = given.get("resume")
     if resume is None or "hydra.sweep.dir" in given or str(resume.value()).lower() in ("false", "none"):
         return argv
-    from evalframe.errors import ConfigError
     from evalframe.sweep import callback as sweep
 
     task = [str(o.input_line) for o in parsed if not o.is_hydra_override()]
@@ -279,69 +216,3 @@ def _resumed_sweep(argv: list[str]) -> list[str]:
             )
     print(f"resuming the sweep in {found}", file=sys.stderr)
     return [*argv, f"hydra.sweep.dir='{found}'"]
-
-
-# What only prints or lists (Hydra answers them itself) and what needs no model: no litellm for them.
-_NO_MODEL = ("--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i", "--shell-completion", "-sc")
-
-
-def main() -> None:
-    from evalframe import redaction
-
-    # Before Hydra prints anything (its launch lines, --cfg job, its errors): the secrets typed on the
-    # command line are blanked on the console from the start.
-    redaction.remember_overrides(sys.argv[1:])
-    redaction.guard_console()
-    no_model = sys.argv[1:2] in (["ui"], ["compare"]) or any(
-        a in _NO_MODEL or a.startswith(("--cfg=", "log_run=")) for a in sys.argv[1:]
-    )
-    if not no_model:
-        from evalframe.models import llm
-
-        llm.preload()  # while Hydra composes the config and the dataset is validated
-
-    if sys.argv[1:2] == ["ui"]:  # not a run: no run directory, no Hydra app
-        sys.exit(_ui(sys.argv[2:]))
-    from evalframe.errors import EvalframeError
-
-    if sys.argv[1:2] == ["compare"]:  # no config to compose: Hydra is not involved
-        from evalframe.cli import compare
-
-        sys.exit(compare.main(sys.argv[2:]))
-    with tempfile.TemporaryDirectory(prefix="evalframe-") as scratch:  # a re-scored run's download
-        sys.argv[1:] = _subcommand(sys.argv[1:], scratch)
-        try:
-            sys.argv[1:] = _resumed_sweep(sys.argv[1:])
-        except EvalframeError as e:
-            print(f"error: {e}", file=sys.stderr)
-            raise SystemExit(e.exit_code) from None
-        try:
-            _task()
-        except SystemExit as e:
-            # Hydra reports a bad command line (unknown option, bad override) with exit code 1, which
-            # a CI pipeline would read as "gate failed": it is a usage error.
-            raise SystemExit(2 if e.code == 1 else e.code) from None
-    from evalframe.sweep import callback as sweep
-
-    _exit(max(_exit_code, sweep.worst_exit_code))
-
-
-def _exit(code: int) -> NoReturn:
-    """Exit at once: every result is written and closed by now (the atexit handlers still run), and
-    tearing the interpreter down, freeing litellm's, matplotlib's and mlflow's modules object by
-    object, would hold the exit code back 0.3-0.5 s for nothing."""
-    import atexit
-    import os
-    import threading
-
-    # What the interpreter does first at exit: join the threads and shut down executors (a joblib
-    # sweep's worker processes), then the atexit handlers; only the teardown of modules is skipped.
-    getattr(threading, "_shutdown", lambda: None)()
-    atexit._run_exitfuncs()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
-
-
-if __name__ == "__main__":
-    main()

@@ -1,0 +1,66 @@
+"""`evalframe log-run DIR [--again] [tracking.uri=...]`: log a run that finished while MLflow was
+unreachable, from its run directory (results.jsonl and run.json)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from evalframe.config import compose as configs
+from evalframe.errors import ConfigError
+from evalframe.results import objective
+from evalframe.results.agreement import with_agreement
+from evalframe.results.intervals import with_intervals
+from evalframe.results.journal import LOGGED, MANIFEST, Journal, read_items
+from evalframe.results.nouns import RunResult, Verdict
+from evalframe.run import pipeline
+from evalframe.tracking import log as tracking
+
+USAGE = "usage: evalframe log-run RUN_DIR [--again] [tracking.uri=...]"
+
+
+def main(args: list[str]) -> int:
+    again = "--again" in args
+    rest = [a for a in args if a != "--again"]
+    directories = [a for a in rest if "=" not in a]
+    if len(directories) != 1 or any(a.startswith("-") for a in rest):
+        raise ConfigError(f"log-run takes one run directory\n{USAGE}")
+    # Where to log: this command's tracking node (tracking.uri=..., $MLFLOW_TRACKING_URI), as a run would.
+    config = configs.resolve(configs.compose([a for a in rest if "=" in a]))
+    return log_saved_run(Path(directories[0]), config["tracking"], again)
+
+
+def log_saved_run(directory: Path, tracking_cfg: Mapping[str, Any], again: bool = False) -> int:
+    """Log the finished run in `directory` to MLflow, where `tracking_cfg` says, else where it was
+    configured to go."""
+    journal = Journal(directory)
+    manifest = journal.manifest
+    if manifest.get("status") != "finished":
+        raise ConfigError(
+            f"log-run {directory}: no finished run there "
+            f"({MANIFEST} says {manifest.get('status', 'nothing')}); resume it first with resume=PATH"
+        )
+    if manifest.get(LOGGED) and not again:
+        print(
+            f"{directory} is already logged to MLflow as run {manifest[LOGGED]}: nothing logged "
+            "(evalframe log-run DIR --again logs it again, as a new run)",
+            file=sys.stderr,
+        )
+        return 0
+    saved = manifest["config"]
+    saved["tracking"] = {**saved.get("tracking", {}), **tracking_cfg, "enabled": True}
+    items = read_items(journal.path)
+    result = RunResult(items=items, scorers=list(saved["scorers"]), keep=pipeline.keep_items(saved))
+    with_intervals(result)
+    with_agreement(result, saved)
+    result.objective = objective.from_json(manifest.get("objective"))
+    if gate := manifest.get("gate"):  # the verdict the run reached, recorded again in MLflow
+        result.verdict = Verdict(int(gate["exit_code"]), tuple(gate["failed"]))
+    result.facts = dict(manifest.get("about") or {})
+    print(f"logging {len(items)} items from {journal.path}", file=sys.stderr)
+    code = tracking.log(result, saved, journal.path, manifest.get("overrides"))
+    if result.run_id:
+        journal.logged(result.run_id)
+    return code

@@ -1,0 +1,99 @@
+"""`evalframe [COMMAND] ARGS`: the command line as a plain function, `main(argv) -> int`.
+
+Commands: `run` (the default: `evalframe OVERRIDES`, `-m` for a sweep, `resume=...`), `rescore`,
+`log-run`, `compare`, `ui`. Each returns its exit code; nothing is left behind in the process (the
+console guard, Hydra's state and the command line are put back), so tests and other programs call
+it in process. `entry()` is the installed command: it exits at once with that code.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+from typing import NoReturn
+
+from evalframe import redaction
+from evalframe.errors import EvalframeError
+
+COMMANDS = ("run", "rescore", "log-run", "compare", "ui")
+# What only prints or lists (Hydra answers them itself) and what needs no model: no litellm for them.
+_NO_MODEL = ("--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i", "--shell-completion", "-sc")
+# Run modes that were config keys: the command that replaced each.
+_MOVED = {
+    "log_run": "evalframe log-run RUN_DIR",
+    "log_run_again": "evalframe log-run RUN_DIR --again",
+    "rescore": "evalframe rescore run_id=ID",
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    console = sys.stdout, sys.stderr
+    # Before anything prints (Hydra's launch lines, --cfg job, its errors): the secrets typed on the
+    # command line are blanked on the console from the start.
+    redaction.remember_overrides(args)
+    redaction.guard_console()
+    try:
+        return _dispatch(args)
+    except EvalframeError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return e.exit_code
+    finally:
+        sys.stdout, sys.stderr = console
+
+
+def _dispatch(args: list[str]) -> int:
+    command, rest = (args[0], args[1:]) if args[:1] and args[0] in COMMANDS else ("run", args)
+    if command == "ui":  # not a run: no run directory, no Hydra app
+        from evalframe.cli import ui
+
+        return ui.main(rest)
+    if command == "compare":  # no config to compose: Hydra is not involved
+        from evalframe.cli import compare
+
+        return compare.main(rest)
+    if command == "log-run":
+        from evalframe.cli import log_run
+
+        return log_run.main(rest)
+    _no_moved_keys(rest)
+    if not any(a in _NO_MODEL or a.startswith("--cfg=") for a in rest):
+        from evalframe.models import llm
+
+        llm.preload()  # while Hydra composes the config and the dataset is validated
+    from evalframe.cli import run
+
+    if command == "rescore":
+        from evalframe.cli.rescore import command_line
+
+        with tempfile.TemporaryDirectory(prefix="evalframe-") as scratch:  # the logged run's download
+            return run.hydra_app(command_line(rest, Path(scratch)))
+    return run.hydra_app(run.resumed_sweep(rest))
+
+
+def _no_moved_keys(args: list[str]) -> None:
+    from evalframe.errors import ConfigError
+
+    for arg in args:
+        key = arg.split("=", 1)[0].lstrip("+~")
+        if "=" in arg and key in _MOVED:
+            raise ConfigError(f"{key}= is a command now: {_MOVED[key]} (see evalframe --help)")
+
+
+def entry() -> NoReturn:
+    """The `evalframe` command: main()'s exit code, at once. Every result is written and closed by
+    then (the atexit handlers still run), and tearing the interpreter down, freeing litellm's,
+    matplotlib's and mlflow's modules object by object, would hold the exit code back 0.3-0.5 s."""
+    import atexit
+    import os
+    import threading
+
+    code = main()
+    # What the interpreter does first at exit: join the threads and shut down executors (a joblib
+    # sweep's worker processes), then the atexit handlers; only the teardown of modules is skipped.
+    getattr(threading, "_shutdown", lambda: None)()
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
