@@ -52,11 +52,12 @@ def test_every_group_has_the_options_the_docs_promise() -> None:
     assert set(options("model")) >= {"gpt", "claude", "gemini", "ollama"}
     assert options("penalties") == ["default", "lenient", "strict"]
     assert options("tracking") == ["mlflow", "none"]
-    # Hydra's --help lists every folder as a group: the presets' shared keys (*_base.yaml) sit beside
-    # config.yaml, so no base shows up as something to choose.
+    # Hydra's --help lists every folder as a group: the presets' and judges' shared keys (*_base.yaml)
+    # sit beside config.yaml, so no base shows up as something to choose.
     groups = sorted(p.name for p in CONF_DIR.iterdir() if p.is_dir())
     assert groups == ["dataset", "model", "penalties", "scorer", "sweep", "target", "tracking"]
-    assert sorted(p.stem for p in CONF_DIR.glob("*_base.yaml")) == ["dataset_base", "model_base"]
+    bases = sorted(p.stem for p in CONF_DIR.glob("*_base.yaml"))
+    assert bases == ["dataset_base", "judge_base", "model_base"]
 
 
 @pytest.mark.parametrize("mode", ["readwrite", "read", "write", "off"])

@@ -73,7 +73,8 @@ def _repeats_reach_every_judge(config: dict[str, Any]) -> None:
         if repeats != 1 and isinstance(spec, dict) and "model" in spec and "repeats" not in spec:
             raise ConfigError(
                 f"repeats={repeats}, but scorers.{name} has no repeats key: add `repeats: ${{repeats}}` "
-                f"to its config file (as the bundled judges have), or set +scorers.{name}.repeats={repeats}"
+                "to its config file (or `defaults: [/judge_base@_here_, _self_]`, as the bundled judges "
+                f"do), or set +scorers.{name}.repeats={repeats}"
             )
 
 
