@@ -31,10 +31,12 @@ import os
 import random
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 # How many jobs of a sweep may run at once, set by the sweep (sweep.py) for its jobs: each gets that
 # share of model.rpm and model.tpm (joblib's workers and Ray's inherit the variable).
@@ -249,6 +251,19 @@ class ModelLimits:
                 self._held -= 1
                 if self._held == 0:
                     self.waited += time.monotonic() - self._held_since
+
+    async def send(self, limiter: asyncio.Semaphore, tokens: float, request: Callable[[], Awaitable[T]]) -> T:
+        """`request()` once these limits and a place among the run's requests in flight (`limiter`)
+        let a request of `tokens` go: the one way out to a rate-limited service, a model or a target."""
+        await self.enter()
+        try:
+            while True:
+                await self.ready(tokens)
+                async with limiter:
+                    if self.take(tokens):  # else a cool-down began while waiting here: wait again
+                        return await request()
+        finally:
+            self.leave()
 
     def take(self, tokens: float) -> bool:
         """Send now if nothing holds the request back (its budget is used), else False."""
