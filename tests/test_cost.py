@@ -20,7 +20,7 @@ from evalframe.models.calls import Stats, StepResult, Usage
 from evalframe.models.llm import LLM, ModelSettings
 from evalframe.results.journal import RESULTS, item_from_json, read_items
 from evalframe.results.nouns import ItemResult, Objective, RunResult, ScoreResult, to_jsonable
-from evalframe.results.summary import Summary
+from evalframe.results.summary import Summary, fmt_cost
 from evalframe.run import pipeline
 from evalframe.scorers.semantic_similarity import SemanticSimilarity
 from tests.conftest import PRICE, compose, fake_model
@@ -65,8 +65,8 @@ def test_a_judge_behind_an_api_base_without_a_price_costs_unknown_everywhere(
 
     out = capsys.readouterr().out
     rows = {line.split()[1]: line for line in out.splitlines() if line.startswith("│ ")}
-    assert rows["answer_similarity"].rstrip("│ ").endswith("—")  # the "cost $" column
-    assert rows["token_f1"].rstrip("│ ").endswith("0.0000")
+    assert rows["answer_similarity"].rstrip("│ ").endswith("—")  # the "cost" column
+    assert rows["token_f1"].rstrip("│ ").endswith("$0")
     said = " ".join(out.split())  # the line as said, wherever the console wrapped it
     assert (
         "cost — (no price for openai/gpt-4o-mini: set its input_cost_per_token, output_cost_per_token)"
@@ -104,7 +104,7 @@ def test_a_price_in_the_model_config_costs_the_tokens_at_that_price(
     params = run.data.params
     assert (params["model.input_cost_per_token"], params["model.output_cost_per_token"]) == ("2e-06", "1e-05")
     assert redaction.scrub_text("at 2e-06 per token") == "at 2e-06 per token"
-    assert f"cost ${paid:.4f};" in " ".join(capsys.readouterr().out.split())
+    assert f"cost {fmt_cost(paid)};" in " ".join(capsys.readouterr().out.split())
 
 
 def test_the_scripted_model_stays_priced_by_litellm(scripted: ScriptedModel, tmp_path: Path) -> None:
@@ -129,7 +129,7 @@ def test_a_priced_judge_keeps_its_cost_when_the_target_has_none(
     assert math.isnan(result.usage.cost) and result.stats.unpriced == {"openai/gpt-4o-mini"}
     judged = result.summaries["answer_similarity"].cost
     assert judged > 0 and judged == pytest.approx(_paid(_judged(result), 1.5e-7, 6e-7), rel=1e-9)
-    assert "cost —" in Summary.of(result).totals() and Summary.of(result).rows()[0][-1] == f"{judged:.4f}"
+    assert "cost —" in Summary.of(result).totals() and Summary.of(result).rows()[0][-1] == fmt_cost(judged)
 
 
 def test_local_embeddings_are_free(tmp_path: Path) -> None:
@@ -202,3 +202,52 @@ def test_the_progress_line_says_unknown_once_an_unpriced_model_answered(
 def test_a_sweep_ranking_by_an_unknown_cost_says_why(capsys: pytest.CaptureFixture[str]) -> None:
     assert Objective("usage/cost", "minimize").returned() == math.inf  # the worst: steered away from
     assert "a model without a known price answered" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("cost", "shown"),
+    [
+        (math.nan, "—"),
+        (0.0, "$0"),
+        (3.4e-5, "$0.000034"),  # never "$0.0000", which reads as free
+        (0.00049, "$0.00049"),
+        (0.00125, "$0.0013"),
+        (1.5, "$1.5000"),
+    ],
+)
+def test_a_cost_is_written_one_way(cost: float, shown: str) -> None:
+    assert fmt_cost(cost) == shown
+
+
+def test_every_rendering_of_a_small_cost_shows_it(capsys: pytest.CaptureFixture[str]) -> None:
+    """The summary's table and totals, a sweep's job lines, table, best line, page and held-out
+    lines: a cost of a few calls to a cheap model reads the same everywhere, never as nothing."""
+    from evalframe.report import console as report
+    from evalframe.report.html import sweep_report
+    from evalframe.results.intervals import NONE
+    from evalframe.results.jobs import Best, Holdout, Job
+
+    cheap, cheaper = 3.4e-5, 2.1e-5
+    result = RunResult([], ["judge"])
+    step = StepResult("judge", [], reply={}, raw="{}", usage=Usage(10, 2, cheap))
+    result.add(ItemResult("q1", "input", "truth", "output", {"judge": ScoreResult(1.0, "ok", [step])}))
+    result.stats.add_cost(cheap, NAME)
+    summary = Summary.of(result)
+    assert summary.rows()[0][-1] == "$0.000034"
+    assert "cost $0.000034" in summary.totals() and "$0.000034" in summary.text()
+
+    objective = Objective("usage/cost", "minimize", cheaper)
+    jobs = [Job(str(n), {"k": str(n)}, {}, cost, objective.metric) for n, cost in enumerate((cheap, cheaper))]
+    report.job(1, "k=1", objective, 0)
+    report.sweep(jobs, ["k"], objective)
+    report.best(Best({"k": "1"}, cheaper, jobs[1]), objective)
+    out = " ".join(capsys.readouterr().out.split())
+    assert "usage/cost $0.000021 exit 0" in out and "$0.000034" in out
+    assert "usage/cost = $0.000021 (minimize, job 1)" in out and "0.000 " not in out
+    assert '<td class="num">$0.000021</td>' in sweep_report(jobs, objective, ["k"], "sweep").html
+    held_out = Holdout(objective, 4, cheaper, cheap, NONE).lines()
+    assert held_out[1:4] == [
+        "  best settings     $0.000021",
+        "  default settings  $0.000034",
+        "  difference        -$0.000013 95% CI –",
+    ]

@@ -22,6 +22,7 @@ from tests.conftest import compose, run_cli
 from tests.fake_judge import fenced, judge
 from tests.scripted import ScriptedModel
 from tests.test_judge import ROWS, factuality_responder
+from tests.test_rag_judges import chosen
 from tests.testserver import FakeLLMServer, FakeRequest, Fault
 
 N = math.nan
@@ -117,11 +118,11 @@ def two_judges(request: FakeRequest) -> Any:
     return judge_b(request) if request.model == "judge-b" else factuality_responder(request)
 
 
-def panel_args(*extra: str, names: tuple[str, ...] = (A, B)) -> list[str]:
+def panel_args(*extra: str, names: tuple[str, ...] = (A, B), scorer: str = "factuality") -> list[str]:
     entries = ", ".join(
         f"{{name: {n}, label: {n.rsplit('-', 1)[1]}, api_key_env: null, max_retries: 0}}" for n in names
     )
-    return [f"scorers.factuality.models=[{entries}]", *extra]
+    return [f"scorers.{scorer}.models=[{entries}]", *extra]
 
 
 def factuality_run(tmp_path: Path, *extra: str) -> RunResult:
@@ -244,6 +245,47 @@ def test_a_missing_key_of_any_judge_stops_the_run_before_any_call(
     with pytest.raises(ConfigError, match=r"ANTHROPIC_API_KEY is not set, and the model anthropic/"):
         factuality_run(tmp_path, "scorers.factuality.models=[gpt,claude]")
     assert scripted.count() == 0
+
+
+# --- each judgment's verdicts, in the table and the report -----------------------------------------
+
+
+def strict_b(request: FakeRequest) -> Any:
+    """Four statements; judge a finds them relevant at even positions, judge b none of them."""
+    reply = chosen(request)
+    for entry in reply.get("verdicts", {}).values() if request.model == "judge-b" else ():
+        entry["verdict"] = "no"
+    return reply
+
+
+STATEMENTS = ["Paris is the capital.", "It is in France.", "It is blue.", "It has 3 towers."]  # chosen's
+ALTERNATING, NONE = ["yes", "no", "yes", "no"], ["no"] * 4
+
+
+@pytest.mark.parametrize(
+    ("how", "said"),
+    [
+        (panel_args(scorer="answer_relevancy"), {"a": ALTERNATING, "b": NONE}),
+        (
+            ["model.name=scripted/judge-a", "model.api_key_env=null", "repeats=2"],
+            {"repeat 1": ALTERNATING, "repeat 2": ALTERNATING},
+        ),
+    ],
+    ids=["panel", "repeats"],
+)
+def test_each_judgments_verdicts_are_in_the_verdicts_table_and_the_report(
+    scripted: ScriptedModel, tmp_path: Path, how: list[str], said: dict[str, list[str]]
+) -> None:
+    scripted.responder = strict_b
+    config = compose(["scorer=answer_relevancy", "tracking=none", "dataset.limit=1", *how])
+    result, _ = pipeline.evaluate(config, tmp_path)
+    [verdicts] = result.table()["answer_relevancy/verdicts"]
+    assert verdicts.splitlines() == [
+        f"{name}: {i} {verdict} “{STATEMENTS[i]}”: reason {i}"
+        for name, verdicts_of_one in said.items()
+        for i, verdict in enumerate(verdicts_of_one)
+    ]
+    assert "<details><summary>8 verdicts</summary>" in (tmp_path / "report.html").read_text()
 
 
 # --- re-scoring costs no call, with a panel and with repeats -------------------------------------

@@ -11,6 +11,7 @@ import asyncio
 import threading
 import time
 from collections.abc import Iterator
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +103,40 @@ def test_the_providers_remaining_count_slows_down_before_a_429() -> None:
     tokens = ModelLimits(8)
     tokens.observe({"llm_provider-x-ratelimit-remaining-tokens": "100", "x-ratelimit-reset-tokens": "20s"})
     assert tokens.delay(50) == 0 and tokens.delay(500) > 10
+
+
+def in_(seconds: float) -> str:
+    """A time `seconds` from now as Anthropic's -reset headers write it (RFC 3339, to the second)."""
+    return datetime.fromtimestamp(time.time() + seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def test_anthropics_remaining_counts_slow_down_before_a_429() -> None:
+    limits = ModelLimits(8)
+    limits.observe(  # as LiteLLM passes them on: the -remaining also copied to x-ratelimit-*
+        {
+            "x-ratelimit-remaining-requests": "2",
+            "llm_provider-anthropic-ratelimit-requests-remaining": "2",
+            "llm_provider-anthropic-ratelimit-requests-reset": in_(360),
+        }
+    )
+    assert limits.take(0) and limits.take(0)
+    assert not limits.take(0) and limits.delay(0) > 300
+    for kind in ("tokens", "input-tokens"):
+        tokens = ModelLimits(8)
+        tokens.observe(
+            {f"anthropic-ratelimit-{kind}-remaining": "100", f"anthropic-ratelimit-{kind}-reset": in_(20)}
+        )
+        assert tokens.delay(50) == 0 and tokens.delay(500) > 10, kind
+    output = ModelLimits(8)
+    output.observe(
+        {
+            "anthropic-ratelimit-output-tokens-remaining": "0",
+            "anthropic-ratelimit-output-tokens-reset": in_(20),
+        }
+    )
+    assert output.delay(0) > 10  # used up: held whatever the request's size
+    refused = ModelLimits(8)  # a 429 from Anthropic says Retry-After in whole seconds
+    assert refused.refused(time.monotonic(), {"retry-after": "30"}) - time.monotonic() > 29
 
 
 def test_rpm_and_tpm_budgets_space_requests_and_learn_from_usage() -> None:
@@ -224,6 +259,20 @@ def test_a_rate_limited_server_loses_no_item(tmp_path: Path) -> None:
     assert early == 0
     assert refused <= 0.1 * (answered + refused)
     assert result.stats.rate_limited == refused
+
+
+def test_a_rate_limited_anthropic_server_loses_no_item(tmp_path: Path) -> None:
+    """The same on Anthropic's wire (model=claude): its anthropic-ratelimit-* headers, whose resets
+    are times to the second, keep the 429s few, and a 429's Retry-After is waited out."""
+    with FakeLLMServer(responder=judge, rate_limit=RateLimit(4, 1.0), latency=0.05) as server:
+        overrides = ["scorer=answer_similarity", *fake_model(server, "claude"), "dataset.limit=4"]
+        result, code = pipeline.evaluate(compose([*overrides, "tracking=none", "concurrency=3"]), tmp_path)
+        answered, refused, early = server.count(), server.rate_limited, server.early
+        assert {r.protocol for r in server.requests} == {"anthropic"}
+    assert code == 0 and result.summaries["answer_similarity"].unscored == 0
+    assert early == 0 and answered > 8  # more than two windows' worth
+    assert refused <= 0.1 * (answered + refused)
+    assert result.stats.rate_limited == refused and result.stats.rate_wait > 0
 
 
 def scripted_door(**settings: Any) -> LLM:

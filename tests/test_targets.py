@@ -161,20 +161,28 @@ def test_rate_limits_and_server_errors_are_retried(tmp_path: Path, service: Serv
     assert all(i.target_step is not None and i.target_step.attempts == 3 for i in result.result.items)
 
 
-def test_the_http_target_waits_as_long_as_retry_after_asks(tmp_path: Path, service: Service) -> None:
-    sent: dict[str, list[float]] = {}
+@pytest.mark.parametrize(("headers", "wait"), [({"Retry-After": "1"}, 1.0), ({}, 0.5)])
+def test_a_429_cools_the_service_down_without_using_the_retries(
+    tmp_path: Path, service: Service, headers: dict[str, str], wait: float
+) -> None:
+    """The first request is refused: no request reaches the service until the wait it asked for (else
+    the first backoff, 0.5 s) has passed, and the refused row is sent again although max_retries=0.
+    Only the service's clock is read, and only "no sooner than" is asserted."""
+    arrived: list[float] = []
 
-    def slow_down_once(call: Call) -> Reply:
-        times = sent.setdefault(call.body["input"], [])
-        times.append(time.monotonic())
-        if len(times) == 1:  # longer than the first backoff can draw (at most 1 s)
-            return 429, {"error": "slow down"}, {"Retry-After": "1.5"}
+    def refuse_the_first(call: Call) -> Reply:
+        arrived.append(time.monotonic())
+        if len(arrived) == 1:
+            return 429, {"error": "slow down"}, dict(headers)
         return 200, {"answer": capital(call.body["input"])}, {}
 
-    service.reply = slow_down_once
-    result = run_http(tmp_path, HTTPTarget(url=service.url, max_retries=1))
-    assert result.mean("exact_match") == 1.0
-    assert all(len(times) == 2 and times[1] - times[0] >= 1.5 for times in sent.values())
+    service.reply = refuse_the_first
+    result = run_http(tmp_path, HTTPTarget(url=service.url, max_retries=0))
+    assert result.mean("exact_match") == 1.0 and len(arrived) == len(ROWS) + 1
+    refused, *later = arrived
+    assert all(at - refused >= wait for at in later)
+    assert sorted(i.target_step.attempts for i in result.result.items if i.target_step) == [1, 1, 2]
+    assert result.result.stats.rate_limited == 1 and result.result.stats.limits["target"].waited > 0
 
 
 def test_failures_leave_the_item_unscored_with_a_reason(tmp_path: Path, service: Service) -> None:

@@ -74,7 +74,9 @@ class Fault:
 class RateLimit:
     """A provider's rate limit: `requests` (and, if set, `tokens` of prompt) per fixed `window` of
     seconds. Past it, a 429 with Retry-After (whole seconds), retry-after-ms and x-ratelimit-* headers
-    (every answer carries the x-ratelimit-* headers, as OpenAI's do). Rejected requests use no budget."""
+    (every answer carries the x-ratelimit-* headers, as OpenAI's do). On Anthropic's wire the headers
+    are Anthropic's: anthropic-ratelimit-{requests,tokens,input-tokens}-* with the reset as an RFC 3339
+    time, and a 429 says only Retry-After. Rejected requests use no budget."""
 
     requests: int
     window: float = 1.0
@@ -567,8 +569,8 @@ class FakeLLMServer(RequestLog):
             self._window = (time.monotonic(), 0, 0)
             self._not_before.clear()
 
-    def _limits(self, now: float) -> tuple[dict[str, str], float]:
-        """The x-ratelimit-* headers of the current window (lock held), and the seconds until it ends."""
+    def _limits(self, now: float, protocol: str) -> tuple[dict[str, str], float]:
+        """The rate-limit headers of the current window (lock held), and the seconds until it ends."""
         assert self.rate_limit is not None
         limit = self.rate_limit
         start, used, tokens = self._window
@@ -576,17 +578,19 @@ class FakeLLMServer(RequestLog):
             start += limit.window * ((now - start) // limit.window)
             used, tokens, self._window = 0, 0, (start, 0, 0)
         reset = start + limit.window - now
-        headers = {
-            "x-ratelimit-limit-requests": str(limit.requests),
-            "x-ratelimit-remaining-requests": str(max(0, limit.requests - used)),
-            "x-ratelimit-reset-requests": f"{reset:.3f}s",
-        }
+        # Anthropic's reset is a time to the second: rounded up, so a client waiting for it is never early.
+        anthropic = protocol == "anthropic"
+        at = _iso(math.ceil(time.time() + reset)) if anthropic else f"{reset:.3f}s"
+        counts = {"requests": (limit.requests, used)}
         if limit.tokens is not None:
-            headers |= {
-                "x-ratelimit-limit-tokens": str(limit.tokens),
-                "x-ratelimit-remaining-tokens": str(max(0, limit.tokens - tokens)),
-                "x-ratelimit-reset-tokens": f"{reset:.3f}s",
-            }
+            counts["tokens"] = (limit.tokens, tokens)
+            if anthropic:  # the prompt's tokens, which is what this server counts
+                counts["input-tokens"] = counts["tokens"]
+        headers = {}
+        for kind, (most, spent) in counts.items():
+            for what, value in (("limit", most), ("remaining", max(0, most - spent)), ("reset", at)):
+                name = f"anthropic-ratelimit-{kind}-{what}" if anthropic else f"x-ratelimit-{what}-{kind}"
+                headers[name] = str(value)
         return headers, reset
 
     def _admit(self, req: FakeRequest, raw: bytes) -> dict[str, str] | None:
@@ -599,7 +603,7 @@ class FakeLLMServer(RequestLog):
             self.arrivals.append(now)
             if now < self._not_before.pop(key, 0.0):
                 self.early += 1
-            headers, reset = self._limits(now)
+            headers, reset = self._limits(now, req.protocol)
             start, used, tokens = self._window
             over_tokens = self.rate_limit.tokens is not None and tokens + need > self.rate_limit.tokens
             if used < self.rate_limit.requests and not over_tokens:
@@ -607,7 +611,9 @@ class FakeLLMServer(RequestLog):
                 return None
             self.rate_limited += 1
             self._not_before[key] = now + math.ceil(reset * 1000) / 1000
-            wait = {"Retry-After": str(math.ceil(reset)), "retry-after-ms": str(math.ceil(reset * 1000))}
+            wait = {"Retry-After": str(math.ceil(reset))}
+            if req.protocol != "anthropic":
+                wait["retry-after-ms"] = str(math.ceil(reset * 1000))
             return {**headers, **wait}
 
     def _handle(self, h: _Handler) -> None:
@@ -658,7 +664,7 @@ class FakeLLMServer(RequestLog):
             result = _chat_reply(req, result if isinstance(result, str) else json.dumps(result))
         with self._lock:
             self.requests.append(req)
-            limits = self._limits(time.monotonic())[0] if self.rate_limit is not None else {}
+            limits = self._limits(time.monotonic(), req.protocol)[0] if self.rate_limit is not None else {}
         h.send(200, result, limits)
 
     # -------------------------------------------------------------- batch APIs: OpenAI's, Anthropic's

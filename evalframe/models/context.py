@@ -14,6 +14,7 @@ from pathlib import Path
 from evalframe.models.batch import Batcher
 from evalframe.models.cache import Cache
 from evalframe.models.calls import Stats
+from evalframe.models.limits import ModelLimits
 from evalframe.models.llm import LLM, ModelSettings
 
 
@@ -40,3 +41,9 @@ class Context:
             if settings.batch:
                 llm.batcher = Batcher(settings, self.stats, self.run_dir).complete
         return self._llms[settings]
+
+    def limits(self, name: str) -> ModelLimits:
+        """The rate limits of a service that is not a model (the HTTP target), kept with the models'."""
+        if name not in self.stats.limits:
+            self.stats.limits[name] = ModelLimits(self._concurrency)
+        return self.stats.limits[name]

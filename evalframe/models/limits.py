@@ -8,12 +8,14 @@ and scorer that asks it. Before each request it waits for:
   grows back by one for every `limit` answers, never above `concurrency` (TCP's AIMD, as inspect-ai
   does per model). Until the model's first request is back (or FIRST_ALONE seconds have passed, so
   a first request that stalls does not hold the run for model.timeout), it is the only one in flight: the
-  provider's first x-ratelimit-* headers come before the rest, and so does LiteLLM's first-call
+  provider's first rate-limit headers come before the rest, and so does LiteLLM's first-call
   set-up, which would otherwise hold requests let go one by one and send them in a burst;
 - the end of a cool-down: after a 429 no request goes to the model until its Retry-After (or
   retry-after-ms) has passed, or an exponential backoff when it names none;
-- the provider's own count: when its x-ratelimit-remaining-requests / -tokens headers say the window
-  is used up, requests wait for x-ratelimit-reset-* instead of being answered 429;
+- the provider's own count: when its headers say a window is used up, requests wait for its reset
+  instead of being answered 429. OpenAI's x-ratelimit-remaining-{requests,tokens} with
+  x-ratelimit-reset-* (a duration), Anthropic's anthropic-ratelimit-{requests,tokens,input-tokens,
+  output-tokens}-remaining with -reset (an RFC 3339 time);
 - the budgets `model.rpm` / `model.tpm`, as token buckets that never burst (requests are spaced
   evenly): a request's tokens are estimated before it is sent and corrected from the reply's usage.
   The parallel jobs of a sweep split each budget evenly (`share`).
@@ -29,9 +31,12 @@ import os
 import random
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from datetime import datetime
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 # How many jobs of a sweep may run at once, set by the sweep (sweep.py) for its jobs: each gets that
 # share of model.rpm and model.tpm (joblib's workers and Ray's inherit the variable).
@@ -39,6 +44,7 @@ PARALLEL_JOBS = "EVALFRAME_PARALLEL_JOBS"
 BACKOFF_CAP = 30.0  # seconds: the longest cool-down after a 429 that names no wait
 FIRST_ALONE = 5.0  # seconds: the longest a model's first request is alone in flight
 
+WINDOWS = ("requests", "tokens", "input-tokens", "output-tokens")  # the providers' windows, by kind
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
@@ -54,12 +60,32 @@ def duration(value: Any) -> float | None:
     return sum(float(n) * _UNITS[u] for n, u in parts) if parts else None
 
 
+def until(moment: Any) -> float | None:
+    """Seconds from now to an RFC 3339 time such as Anthropic's resets ("2025-06-01T12:00:05Z")."""
+    try:
+        at = datetime.fromisoformat(str(moment).strip().replace("Z", "+00:00"))  # 3.10 reads no "Z"
+    except ValueError:
+        return None
+    return max(0.0, at.timestamp() - time.time()) if at.tzinfo else None
+
+
 def header(headers: Mapping[str, Any] | None, name: str) -> Any:
     """A response header as the provider sent it, or as LiteLLM passes it on (`llm_provider-` prefix)."""
     if not headers:
         return None
     value = headers.get(name)
     return headers.get(f"llm_provider-{name}") if value is None else value
+
+
+def window(headers: Mapping[str, Any] | None, kind: str) -> tuple[Any, float | None]:
+    """What is left of the provider's `kind` window (requests, tokens...) and the seconds until it
+    resets. Anthropic's come first: LiteLLM copies its -remaining to x-ratelimit-remaining-* but not
+    its -reset, which is a time rather than OpenAI's duration."""
+    reset = header(headers, f"anthropic-ratelimit-{kind}-reset")
+    if reset is not None:
+        return header(headers, f"anthropic-ratelimit-{kind}-remaining"), until(reset)
+    reset = header(headers, f"x-ratelimit-reset-{kind}")
+    return header(headers, f"x-ratelimit-remaining-{kind}"), None if reset is None else duration(reset)
 
 
 def retry_after(headers: Mapping[str, Any] | None) -> float | None:
@@ -84,13 +110,12 @@ def parallel_jobs() -> int:
 
 @dataclass
 class Window:
-    """What the provider's x-ratelimit-remaining-* / reset-* headers say is left of its window."""
+    """What the provider's headers say is left of one of its windows (`window`)."""
 
     left: float = math.inf
     reset_at: float = 0.0
 
-    def observe(self, remaining: Any, reset: Any, now: float) -> None:
-        seconds = duration(reset) if reset is not None else None
+    def observe(self, remaining: Any, seconds: float | None, now: float) -> None:
         if remaining is None or seconds is None:
             return
         try:
@@ -147,8 +172,7 @@ class ModelLimits:
     _cool_until: float = field(default=0.0, init=False)
     _streak: int = field(default=0, init=False)  # episodes of 429s since the last answer
     _answers: int = field(default=0, init=False)  # answers since the limit last moved
-    _requests: Window = field(default_factory=Window, init=False)
-    _tokens: Window = field(default_factory=Window, init=False)
+    _windows: dict[str, Window] = field(init=False)  # the provider's own, by kind (WINDOWS)
     _rpm: Bucket = field(init=False)
     _tpm: Bucket = field(init=False)
     _places: list[asyncio.Future[None]] = field(default_factory=list, init=False)
@@ -161,6 +185,7 @@ class ModelLimits:
         self.ceiling = max(1, self.ceiling)
         self.limit = self.ceiling
         self._rpm, self._tpm = Bucket(self.rpm), Bucket(self.tpm)
+        self._windows = {kind: Window() for kind in WINDOWS}
         self.history.append((0.0, self.ceiling))
 
     @property
@@ -208,8 +233,7 @@ class ModelLimits:
         now = time.monotonic() if now is None else now
         return max(
             self._cool_until - now,
-            self._requests.delay(1, now),
-            self._tokens.delay(tokens, now),
+            *(w.delay(self._need(kind, tokens), now) for kind, w in self._windows.items()),
             self._rpm.delay(now),
             self._tpm.delay(now),
             0.0,
@@ -228,13 +252,26 @@ class ModelLimits:
                 if self._held == 0:
                     self.waited += time.monotonic() - self._held_since
 
+    async def send(self, limiter: asyncio.Semaphore, tokens: float, request: Callable[[], Awaitable[T]]) -> T:
+        """`request()` once these limits and a place among the run's requests in flight (`limiter`)
+        let a request of `tokens` go: the one way out to a rate-limited service, a model or a target."""
+        await self.enter()
+        try:
+            while True:
+                await self.ready(tokens)
+                async with limiter:
+                    if self.take(tokens):  # else a cool-down began while waiting here: wait again
+                        return await request()
+        finally:
+            self.leave()
+
     def take(self, tokens: float) -> bool:
         """Send now if nothing holds the request back (its budget is used), else False."""
         now = time.monotonic()
         if self.delay(tokens, now) > 0:
             return False
-        self._requests.take(1, now)
-        self._tokens.take(tokens, now)
+        for kind, w in self._windows.items():
+            w.take(self._need(kind, tokens), now)
         self._rpm.take(1, now)
         self._tpm.take(tokens, now)
         return True
@@ -252,9 +289,14 @@ class ModelLimits:
 
     def observe(self, headers: Mapping[str, Any] | None) -> None:
         now = time.monotonic()
-        for window, kind in ((self._requests, "requests"), (self._tokens, "tokens")):
-            remaining = header(headers, f"x-ratelimit-remaining-{kind}")
-            window.observe(remaining, header(headers, f"x-ratelimit-reset-{kind}"), now)
+        for kind, w in self._windows.items():
+            w.observe(*window(headers, kind), now)
+
+    @staticmethod
+    def _need(kind: str, tokens: float) -> float:
+        """What a request of `tokens` (its prompt plus max_tokens) takes from a window of `kind`. Its
+        output tokens are not known before the reply: that window holds it only once used up."""
+        return {"requests": 1, "output-tokens": 0}.get(kind, tokens)
 
     def refused(self, sent: float, headers: Mapping[str, Any] | None) -> float:
         """A 429 to a request sent at `sent`: count it, cool the model down for as long as the

@@ -384,17 +384,11 @@ class LLM:
         limits = self.limits
         first: list[float] = []  # when the request was first sent: its deadline counts from there
 
-        async def attempt() -> Any:
-            await limits.enter()
-            try:
-                while True:
-                    await limits.ready(tokens)
-                    async with self.limiter:
-                        if limits.take(tokens):  # else a cool-down began while waiting here: wait again
-                            first[:] = first or [time.monotonic()]
-                            return await self._send(call, step, tokens)
-            finally:
-                limits.leave()
+        def send() -> Awaitable[Any]:
+            first[:] = first or [time.monotonic()]
+            return self._send(call, step, tokens)
+
+        attempt = functools.partial(limits.send, self.limiter, tokens, send)
 
         def rate_limited(e: BaseException) -> bool:
             deadline = first[0] + self.settings.deadline()

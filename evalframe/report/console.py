@@ -21,7 +21,7 @@ from evalframe.results.comparison import COLUMNS as COMPARE_COLUMNS, Comparison
 from evalframe.results.gate import Check
 from evalframe.results.jobs import Best, Holdout, Job, like_the_best
 from evalframe.results.nouns import SHOWN_UNSCORED, Objective
-from evalframe.results.summary import AGREEMENT, COLUMNS, Summary, fmt, fmt_cost, fmt_interval
+from evalframe.results.summary import AGREEMENT, COLUMNS, Summary, fmt, fmt_cost, fmt_interval, fmt_metric
 
 # Libraries whose INFO and WARNING lines (model loading, DB migrations, font caches, HTTP retries that
 # end well) hide our output; their errors still show, and hydra.verbose=true shows everything.
@@ -71,11 +71,11 @@ def progress(total: int, stats: Stats) -> Iterator[Callable[[], None]]:
         TimeElapsedColumn(),
     )
     with Progress(*columns, console=console, disable=not console.is_terminal, transient=False) as bar:
-        task = bar.add_task("scoring", total=total, calls=0, hits=0, cost="$0.0000", limits="")
+        task = bar.add_task("scoring", total=total, calls=0, hits=0, cost=fmt_cost(0.0), limits="")
 
         def fields() -> dict[str, Any]:
             limits = rate_limits(stats)
-            cost = fmt_cost(stats.cost, "$")  # "—" once a model without a known price answered
+            cost = fmt_cost(stats.cost)  # "—" once a model without a known price answered
             return {"calls": stats.calls, "hits": stats.hits, "cost": cost, "limits": limits}
 
         def advance() -> None:
@@ -148,7 +148,9 @@ def unscored(s: Summary, saved: Path) -> None:
 
 def job(number: int, values: str, objective: Objective | None, code: int) -> None:
     """A sweep job's one line: its table is in its report.html and MLflow run, the sweep's at the end."""
-    measured = f"{objective.metric} {fmt(objective.value)}" if objective else "no objective"
+    measured = (
+        f"{objective.metric} {fmt_metric(objective.metric, objective.value)}" if objective else "no objective"
+    )
     verdict = "" if code == 0 else "  [red]FAILED[/red]"
     console.print(
         f"job {number}: {escape(values) or '(no swept values)'}  {measured}  exit {code}{verdict}",
@@ -193,7 +195,7 @@ def sweep(jobs: list[Job], swept: list[str], objective: Objective) -> None:
         table.add_row(
             job.name,
             *(escape(_short(job.overrides.get(k, ""))) for k in swept),
-            fmt(job.objective),
+            fmt_metric(objective.metric, job.objective),
             fmt_interval(job.interval),
             marks.get(job.name, ""),
             *(fmt(job.means.get(s, math.nan)) for s in scorers),
@@ -209,7 +211,8 @@ def best(found: Best | None, objective: Objective) -> None:
     values = " ".join(f"{k}={v}" for k, v in found.params.items()) or "(no swept values)"
     job = f", job {found.job.name}" if found.job else ""
     console.print(f"best: {values}", soft_wrap=True, markup=False, highlight=False)
-    console.print(f"  {objective.metric} = {found.value:.4f} ({objective.direction}{job})")
+    value = fmt_metric(objective.metric, found.value, digits=4)
+    console.print(f"  {objective.metric} = {value} ({objective.direction}{job})")
 
 
 def _clip(text: str, width: int = 60) -> str:

@@ -25,7 +25,7 @@ from typing import Any
 from evalframe.results.comparison import COLUMNS as COMPARE_COLUMNS, MOVED_COLUMNS, Comparison
 from evalframe.results.jobs import Holdout, Job, like_the_best
 from evalframe.results.nouns import SHOWN_UNSCORED, ItemResult, Objective, RunResult
-from evalframe.results.summary import AGREEMENT, COLUMNS, Summary, fmt, fmt_interval
+from evalframe.results.summary import AGREEMENT, COLUMNS, Summary, fmt, fmt_interval, fmt_metric
 
 REPORT = "report.html"
 SWEEP_REPORT = "sweep.html"
@@ -348,7 +348,7 @@ def sweep_report(
         [
             f"<td>{escape(job.name)}</td>",
             *(f"<td>{escape(job.overrides.get(k, ''))}</td>" for k in keys),
-            f'<td class="num">{fmt(job.objective)}</td>',
+            f'<td class="num">{fmt_metric(objective.metric, job.objective)}</td>',
             f'<td class="num">{fmt_interval(job.interval)}</td>',
             f"<td>{marks.get(job.name, '')}</td>",
             *(f'<td class="num">{fmt(job.means.get(s))}</td>' for s in scorers),

@@ -13,7 +13,7 @@ from omegaconf import DictConfig, OmegaConf
 from evalframe.results.intervals import Interval
 from evalframe.results.journal import MANIFEST
 from evalframe.results.nouns import Objective
-from evalframe.results.summary import fmt, fmt_interval
+from evalframe.results.summary import fmt_interval, fmt_metric
 
 OPTUNA_RESULTS = "optimization_results.yaml"  # written into the sweep directory by the Optuna sweeper
 
@@ -70,11 +70,12 @@ class Holdout:
         )
 
     def lines(self) -> list[str]:
+        metric = self.objective.metric
         return [
             f"held-out rows: {self.rows}; {self.objective.metric} ({self.objective.direction})",
-            f"  best settings     {fmt(self.best)}",
-            f"  default settings  {fmt(self.default)}",
-            f"  difference        {fmt(self.difference, signed=True)} "
+            f"  best settings     {fmt_metric(metric, self.best)}",
+            f"  default settings  {fmt_metric(metric, self.default)}",
+            f"  difference        {fmt_metric(metric, self.difference, signed=True)} "
             f"95% CI {fmt_interval(self.interval, self.rows)}",
             self.verdict,
         ]

@@ -30,6 +30,25 @@ class Judgment:
     error: str | None = None
 
 
+def _verdict_lines(details: Any) -> list[str]:
+    """The verdicts one judgment kept in its details, as ScoreResult.verdicts writes them."""
+    if not isinstance(details, Mapping):
+        return []
+    verdicts, statements = details.get("verdicts"), details.get("statements") or []
+    if not isinstance(verdicts, list) and any(isinstance(s, Mapping) and "verdict" in s for s in statements):
+        # the Judge's verdicts form: each statement with its verdict
+        verdicts, statements = statements, [s.get("statement", "") for s in statements]
+    if not isinstance(verdicts, list):
+        return []
+    lines = []
+    for i, v in enumerate(verdicts):
+        if not isinstance(v, Mapping):
+            continue
+        said = f" “{statements[i]}”" if i < len(statements) else ""
+        lines.append(f"{i} {v.get('verdict')}{said}: {v.get('reason', '')}")
+    return lines
+
+
 @dataclass
 class ScoreResult:
     """One scorer's verdict on one item. score is NaN when the item could not be scored."""
@@ -60,21 +79,18 @@ class ScoreResult:
 
     def verdicts(self) -> list[str]:
         """One line per verdict a judge kept in details (per statement, claim or chunk, in order):
-        `position verdict “statement”: reason`; none when it kept no verdicts."""
-        verdicts, statements = self.details.get("verdicts"), self.details.get("statements") or []
-        if not isinstance(verdicts, list) and any(
-            isinstance(s, Mapping) and "verdict" in s for s in statements
-        ):
-            # the Judge's verdicts form: each statement with its verdict
-            verdicts, statements = statements, [s.get("statement", "") for s in statements]
-        if not isinstance(verdicts, list):
-            return []
+        `position verdict “statement”: reason`; none when it kept no verdicts. A panel's (several
+        judges, or repeats) are each judgment's in turn, named: `a: 0 yes “...”: ...`, `a, repeat 2:
+        ...`, or `repeat 2: ...` for one judge."""
+        panel = self.details.get("judgments")
+        if not isinstance(panel, list):
+            return _verdict_lines(self.details)
+        judges = len({j.judge for j in self.judgments}) > 1
+        repeats = any(j.repeat for j in self.judgments)
         lines = []
-        for i, v in enumerate(verdicts):
-            if not isinstance(v, Mapping):
-                continue
-            said = f" “{statements[i]}”" if i < len(statements) else ""
-            lines.append(f"{i} {v.get('verdict')}{said}: {v.get('reason', '')}")
+        for j, details in zip(self.judgments, panel, strict=False):  # both in judge then repeat order
+            name = ", ".join(([j.judge] if judges else []) + ([f"repeat {j.repeat + 1}"] if repeats else []))
+            lines += [f"{name}: {line}" for line in _verdict_lines(details)]
         return lines
 
     @classmethod

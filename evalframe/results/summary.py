@@ -14,7 +14,7 @@ from evalframe.models.calls import Stats, Usage
 from evalframe.results.agreement import METRICS as AGREEMENT
 from evalframe.results.nouns import RunResult, ScorerSummary, Unscored
 
-COLUMNS = ("scorer", "mean", "95% CI", "std", "min", "max", "scored", "unscored", "cost $")
+COLUMNS = ("scorer", "mean", "95% CI", "std", "min", "max", "scored", "unscored", "cost")
 
 
 def fmt(value: Any, digits: int = 3, signed: bool = False) -> str:
@@ -26,10 +26,23 @@ def fmt(value: Any, digits: int = 3, signed: bool = False) -> str:
     return f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
 
 
-def fmt_cost(value: float, unit: str = "") -> str:
-    """A cost in USD as every rendering writes it (`unit` "$" before it, outside a "cost $" column):
-    "—" when unknown (a model without a known price), never a guessed figure."""
-    return "—" if math.isnan(value) else f"{unit}{value:.4f}"
+def fmt_cost(value: float, signed: bool = False) -> str:
+    """A cost in USD as every rendering writes it: "—" when unknown (a model without a known price),
+    never a guessed figure; "$0" for nothing; else 4 decimal places ("$0.0013"), or more below
+    $0.001, enough for 2 significant digits ("$0.000034"): a run of a few cheap calls is never shown
+    as "$0.0000", which would read as free."""
+    if math.isnan(value):
+        return "—"
+    sign = "-" if value < 0 else "+" if signed else ""
+    if value == 0:
+        return f"{sign}$0"
+    places = max(4, 1 - math.floor(math.log10(abs(value))))
+    return f"{sign}${abs(value):.{places}f}"
+
+
+def fmt_metric(metric: str, value: float, signed: bool = False, digits: int = 3) -> str:
+    """A logged metric's value: a cost (`usage/cost`, `<scorer>/cost`) as fmt_cost, others as fmt."""
+    return fmt_cost(value, signed) if metric.endswith("/cost") else fmt(value, digits, signed)
 
 
 def fmt_interval(interval: tuple[float, float] | None, scored: int | None = None, digits: int = 3) -> str:
@@ -179,7 +192,7 @@ class Summary:
         )
         batched = (
             f" ({s.batched} requests in batches at the batch price; without batching "
-            f"{fmt_cost(u.cost - s.batch_cost + s.unbatched_cost, '$')})"
+            f"{fmt_cost(u.cost - s.batch_cost + s.unbatched_cost)})"
             if s.batched
             else ""
         )
@@ -191,7 +204,7 @@ class Summary:
         )
         return (
             f"model calls: {s.calls}, cache hits: {s.hits}{limited}; tokens: {u.prompt_tokens} in, "
-            f"{u.completion_tokens} out; cost {fmt_cost(u.cost, '$')}{unpriced}{batched}"
+            f"{u.completion_tokens} out; cost {fmt_cost(u.cost)}{unpriced}{batched}"
         )
 
     def text(self) -> str:

@@ -16,7 +16,7 @@ import os
 import time
 import traceback
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -24,6 +24,7 @@ from evalframe.data.rows import Row, _text, require
 from evalframe.errors import ConfigError
 from evalframe.models.calls import StepResult
 from evalframe.models.context import Context
+from evalframe.models.limits import ModelLimits
 from evalframe.models.llm import ModelSettings
 from evalframe.models.retry import with_retries
 from evalframe.scorers.prompts import PromptFile, TextTemplate
@@ -224,6 +225,7 @@ class PythonTarget(Target):
 
 # Replies worth retrying: rate limits and server-side failures (not 501 Not Implemented).
 RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+TARGET = "target"  # the HTTP target's rate limits, kept by this name beside each model's (Stats.limits)
 
 
 class ReplyError(Exception):
@@ -237,6 +239,10 @@ class _Retryable(ReplyError):
     def __init__(self, message: str, response: Any = None):
         super().__init__(message)
         self.response = response
+
+
+class _RateLimited(_Retryable):
+    """A 429: sent again once the service's cool-down is over, without using max_retries."""
 
 
 def extract(reply: Any, path: str | None) -> Any:
@@ -270,9 +276,10 @@ class HTTPTarget(Target):
     """POST each row's input as JSON to your service and read the answer from a path in its JSON reply.
 
     `body` is the request's JSON; its string values are Jinja2 templates with `input` and `row`.
-    Rate limits (429), server errors and timeouts are retried with the judge's backoff (Retry-After
-    honoured); a refused credential (401, 403) stops the run; any other failure leaves that item
-    unscored with the reason.
+    The service is rate limited as a judge model is (limits.ModelLimits): a 429 cools it down for every
+    row (for its Retry-After, else a backoff) and is sent again without using max_retries; server
+    errors and timeouts are retried with the judge's backoff (Retry-After honoured); a refused
+    credential (401, 403) stops the run; any other failure leaves that item unscored with the reason.
     """
 
     reports_progress = True
@@ -365,39 +372,55 @@ class HTTPTarget(Target):
         return output, step
 
     async def _send(self, client: Any, body: Any, step: StepResult, ctx: Context) -> Any:
-        """One request, retried on rate limits, server errors, timeouts and dropped connections."""
-        import httpx
+        """One request under the service's rate limits. A 429 is sent again until timeout × (1 +
+        max_retries) from the first attempt, as a judge's is; server errors, timeouts and dropped
+        connections are retried while max_retries lasts."""
+        limits = ctx.limits(TARGET)
+        first: list[float] = []  # when the request was first sent: its deadline counts from there
 
-        async def attempt() -> Any:
-            async with ctx.limiter:
-                started = time.perf_counter()
-                step.attempts += 1
-                try:
-                    response = await client.request(self.method, self.url, json=body)
-                except httpx.TimeoutException:
-                    raise _Retryable(
-                        f"no reply from {self.url} within target.timeout={self.timeout} s"
-                    ) from None
-                except httpx.TransportError as e:
-                    raise _Retryable(f"cannot reach {self.url}: {_error(e)}") from None
-                finally:
-                    step.latency += time.perf_counter() - started
-            if response.status_code in (401, 403):
-                raise ConfigError(
-                    f"{self.url} refused the request (HTTP {response.status_code}: "
-                    f"{response.text[:200]}); check target.api_key_env and target.headers"
-                )
-            if response.is_success:
-                return self._parse(response, step)
-            failure = f"HTTP {response.status_code} from {self.url}: {response.text[:300]}"
-            raise (
-                _Retryable(failure, response) if response.status_code in RETRY_STATUS else ReplyError(failure)
-            )
+        def request() -> Awaitable[Any]:
+            first[:] = first or [time.monotonic()]
+            return self._request(client, body, step, limits)
 
+        def rate_limited(e: BaseException) -> bool:
+            deadline = first[0] + self.timeout * (1 + self.max_retries)
+            return isinstance(e, _RateLimited) and limits.cool_until <= deadline
+
+        attempt = functools.partial(limits.send, ctx.limiter, 0, request)
         try:
-            return await with_retries(attempt, self.max_retries, lambda e: isinstance(e, _Retryable))
+            return await with_retries(
+                attempt, self.max_retries, lambda e: isinstance(e, _Retryable), rate_limited
+            )
         except _Retryable as e:
             raise ReplyError(f"{e} (after {step.attempts} attempt(s))") from None
+
+    async def _request(self, client: Any, body: Any, step: StepResult, limits: ModelLimits) -> Any:
+        """One attempt, its 429 or reply told to the limits."""
+        import httpx
+
+        started, sent = time.perf_counter(), time.monotonic()
+        step.attempts += 1
+        try:
+            response = await client.request(self.method, self.url, json=body)
+        except httpx.TimeoutException:
+            raise _Retryable(f"no reply from {self.url} within target.timeout={self.timeout} s") from None
+        except httpx.TransportError as e:
+            raise _Retryable(f"cannot reach {self.url}: {_error(e)}") from None
+        finally:
+            step.latency += time.perf_counter() - started
+        if response.status_code in (401, 403):
+            raise ConfigError(
+                f"{self.url} refused the request (HTTP {response.status_code}: "
+                f"{response.text[:200]}); check target.api_key_env and target.headers"
+            )
+        if response.is_success:
+            limits.answered(response.headers, 0, 0)
+            return self._parse(response, step)
+        failure = f"HTTP {response.status_code} from {self.url}: {response.text[:300]}"
+        if response.status_code == 429:
+            limits.refused(sent, response.headers)
+            raise _RateLimited(failure, response)
+        raise _Retryable(failure, response) if response.status_code in RETRY_STATUS else ReplyError(failure)
 
     def _parse(self, response: Any, step: StepResult) -> Any:
         step.raw = response.text  # the whole reply, kept in the item's record for debugging
