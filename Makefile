@@ -34,14 +34,15 @@ system-packages:
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends \
 	    chromium chromium-driver postgresql >/dev/null; fi
 
-# The test suite (CI calls this). pytest exits 5 when it collects nothing: that is a failure too.
+# The test suite (CI calls this), on two workers (pytest-xdist; the longest tests start first, see
+# tests/conftest.py). pytest exits 5 when it collects nothing: that is a failure too.
 test: setup system-packages
-	$(PY) -m pytest -q; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests ran" >&2; exit 1; fi; exit $$rc
+	$(PY) -m pytest -q -n 2 --durations=10; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests ran" >&2; exit 1; fi; exit $$rc
 
 # Daily work: the tests that run in process (the scripted judge, no subprocess, browser, PostgreSQL,
 # Ray or local embedding model). `make test` runs these and all the others.
 check: setup
-	$(PY) -m pytest -q -m "not slow"; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests ran" >&2; exit 1; fi; exit $$rc
+	$(PY) -m pytest -q -n 2 -m "not slow"; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests ran" >&2; exit 1; fi; exit $$rc
 
 lint: setup
 	$(VENV)/bin/ruff check

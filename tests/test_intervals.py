@@ -107,3 +107,28 @@ def test_the_python_api_gives_intervals(tmp_path: Path) -> None:
         result.ci("bleu")
     alone = evaluate(rows[:1], ["exact_match"], output_dir=tmp_path / "one")
     assert all(math.isnan(v) for v in alone.ci("exact_match")) and "none: 1 item" in str(alone)
+
+
+@pytest.mark.parametrize("constant", [False, True])
+def test_agreement_intervals_equal_scipy_and_sklearn_one_resample_at_a_time(constant: bool) -> None:
+    """The agreement intervals resample every metric at once (numpy, kendall through scipy); each
+    resample's figures are the ones `agreement` (scipy, scikit-learn) gives for it alone."""
+    import random
+
+    from evalframe.results import agreement as agreements
+    from evalframe.results.intervals import bootstrap
+
+    rng = random.Random(3)
+    scores = [1.0] * 30 if constant else [round(rng.random(), 1) for _ in range(30)]
+    human = [float(rng.choice([0, 1, 2])) for _ in range(30)]
+    keys = [k for k in agreements.METRICS if k != "n"]
+
+    def one_at_a_time(ours: list[float], theirs: list[float]) -> list[float]:
+        found = agreements.agreement(list(ours), list(theirs), (0, 2))
+        return [found.get(k, math.nan) for k in keys]
+
+    expected = dict(zip(keys, bootstrap(one_at_a_time, scores, human), strict=True))
+    found = agreements.intervals(scores, human, (0, 2))
+    assert found.keys() == expected.keys()
+    for key in keys:
+        assert found[key] == pytest.approx(expected[key], abs=1e-12, nan_ok=True), key
