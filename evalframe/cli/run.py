@@ -10,13 +10,16 @@ from __future__ import annotations
 import errno
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from evalframe.errors import EXIT_STORAGE, ConfigError
 from evalframe.paths import CONF_DIR
+
+if TYPE_CHECKING:
+    from evalframe.results.nouns import Objective
 
 
 def _new_run_dir(base: str) -> str:
@@ -64,11 +67,7 @@ def run(cfg: DictConfig) -> tuple[int, float]:
     from evalframe.config import compose as configs
     from evalframe.errors import EXIT_USAGE, EvalframeError
     from evalframe.report import console as report
-    from evalframe.results import objective as objectives
-    from evalframe.results.journal import Journal, resume_dir
     from evalframe.results.nouns import Objective
-    from evalframe.run import pipeline
-    from evalframe.sweep.callback import require_multirun
 
     hydra_cfg = HydraConfig.get()
     report.quiet_libraries(bool(hydra_cfg.verbose))
@@ -94,24 +93,7 @@ def run(cfg: DictConfig) -> tuple[int, float]:
         config = configs.resolve(cfg)
         redaction.remember(config)
         scrub_hydra_files()
-        if config.get("rescore"):
-            from evalframe.cli import rescore
-
-            code, objective = rescore.main(config, output_dir, overrides)
-            return code, (objective or failed).returned()
-        require_multirun(hydra_cfg)
-        if hydra_cfg.mode == RunMode.MULTIRUN and config.get("resume") not in (None, False, "false"):
-            # A job of a resumed sweep: its directory is the killed sweep's, holding what it did.
-            manifest = Journal(output_dir).manifest
-            if manifest.get("status") == "finished":
-                kept = objectives.from_json(manifest.get("objective"))
-                return _finished_job(output_dir, config), (kept or failed).returned()
-            resume_from = resume_dir(str(output_dir), output_dir, config) if manifest else None
-        else:
-            # Hydra's default run directory is outputs/DATE/TIME: unfinished runs are looked for there.
-            resume_from = resume_dir(config.get("resume"), output_dir.parent.parent, config)
-        result, code = pipeline.evaluate(config, output_dir, resume_from, overrides)
-        return code, (result.objective or failed).returned()
+        return _job(config, hydra_cfg, output_dir, overrides, failed)
     except EvalframeError as e:
         print(f"error: {e}", file=sys.stderr)
         if e.exit_code == EXIT_USAGE:
@@ -127,6 +109,38 @@ def run(cfg: DictConfig) -> tuple[int, float]:
             file=sys.stderr,
         )
         return EXIT_STORAGE, failed.worst
+
+
+def _job(
+    config: dict[str, Any], hydra_cfg: Any, output_dir: Path, overrides: list[str], failed: Objective
+) -> tuple[int, float]:
+    """The job the resolved config asks for: a re-score, a resumed sweep's job, or a run (resumed or
+    new). Its exit code and the objective a sweeper reads."""
+    from hydra.types import RunMode
+
+    from evalframe.results import objective as objectives
+    from evalframe.results.journal import Journal, resume_dir
+    from evalframe.run import pipeline
+    from evalframe.sweep.callback import require_multirun
+
+    if config.get("rescore"):
+        from evalframe.cli import rescore
+
+        code, objective = rescore.main(config, output_dir, overrides)
+        return code, (objective or failed).returned()
+    require_multirun(hydra_cfg)
+    if hydra_cfg.mode == RunMode.MULTIRUN and config.get("resume") not in (None, False, "false"):
+        # A job of a resumed sweep: its directory is the killed sweep's, holding what it did.
+        manifest = Journal(output_dir).manifest
+        if manifest.get("status") == "finished":
+            kept = objectives.from_json(manifest.get("objective"))
+            return _finished_job(output_dir, config), (kept or failed).returned()
+        resume_from = resume_dir(str(output_dir), output_dir, config) if manifest else None
+    else:
+        # Hydra's default run directory is outputs/DATE/TIME: unfinished runs are looked for there.
+        resume_from = resume_dir(config.get("resume"), output_dir.parent.parent, config)
+    result, code = pipeline.evaluate(config, output_dir, resume_from, overrides)
+    return code, (result.objective or failed).returned()
 
 
 def discard_unused(output_dir: Path, hydra_files: Path) -> None:
