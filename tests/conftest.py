@@ -4,11 +4,15 @@ subprocess) and config composition."""
 
 from __future__ import annotations
 
+import atexit
+import functools
 import os
+import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -64,23 +68,27 @@ def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, request: pytest.F
     _running[:] = [request.node]
 
 
-@pytest.fixture(scope="session")
-def _mlflow_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """An empty SQLite MLflow store, made once per test process by MLflow itself (its migrations are
-    most of what a fresh store costs: 1.5 s here, in some 40 tests)."""
-    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+@functools.cache
+def _mlflow_template(initialize_tables: Callable[[Any], None]) -> Path:
+    """The tables of an empty SQLite MLflow store, made once per test process by MLflow's own
+    `initialize_tables` (its migrations are most of what a fresh store costs: 1.5 s, in some 40 tests)."""
+    import sqlalchemy
 
-    path = tmp_path_factory.mktemp("mlflow-template") / "mlflow.db"
-    SqlAlchemyStore(f"sqlite:///{path}", str(path.parent / "artifacts")).engine.dispose()
+    folder = Path(tempfile.mkdtemp(prefix="evalframe-mlflow-template-"))
+    atexit.register(shutil.rmtree, folder, True)
+    path = folder / "mlflow.db"
+    engine = sqlalchemy.create_engine(f"sqlite:///{path}")
+    try:
+        initialize_tables(engine)
+    finally:
+        engine.dispose()
     return path
 
 
 @pytest.fixture(autouse=True)
-def _fresh_stores_from_the_template(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> None:
+def _fresh_stores_from_the_template(monkeypatch: pytest.MonkeyPatch) -> None:
     """A new SQLite store in a test (in process) starts as a copy of the template, through SQLite's
     backup API, instead of running MLflow's migrations again; any other database migrates as usual."""
-    import sys
-
     if "mlflow" not in sys.modules:  # a test that never touches MLflow pays nothing
         return
     import sqlite3
@@ -92,7 +100,7 @@ def _fresh_stores_from_the_template(monkeypatch: pytest.MonkeyPatch, request: py
     def initialize(engine: Any) -> None:
         if engine.url.get_backend_name() != "sqlite" or not engine.url.database:
             return original(engine)
-        template = sqlite3.connect(request.getfixturevalue("_mlflow_template"))
+        template = sqlite3.connect(_mlflow_template(original))
         raw = engine.raw_connection()
         try:
             template.backup(raw.driver_connection)

@@ -311,7 +311,9 @@ def test_a_run_killed_while_its_batch_is_pending_collects_it_on_resume(
         child = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
             deadline = time.monotonic() + 120
-            while not list(tmp_path.glob(f"outputs/*/*/{BOOK}")) and time.monotonic() < deadline:
+            while time.monotonic() < deadline and not (
+                list(tmp_path.glob(f"outputs/*/*/{BOOK}")) and server.batch_api.get("create") == 1
+            ):
                 time.sleep(0.1)
             [book] = list(tmp_path.glob(f"outputs/*/*/{BOOK}"))
             assert server.batch_api.get("create") == 1 and child.poll() is None  # pending: waiting
@@ -361,6 +363,6 @@ def test_the_readmes_batch_command_runs_as_written(
     here += PRICE  # behind the server's api_base the price is the config's
     result = run_cli([*args, *here], cwd=tmp_path, env={WIRES[option][0]: FAKE_KEY})
     assert result.returncode == 0, result.stderr
-    assert "requests in batches at the batch price; without batching $" in result.stdout.replace("\n", " ")
+    assert "requests in batches at the batch price; without batching $" in " ".join(result.stdout.split())
     assert server.batched > 0 and server.batched == len(server.requests)
     assert "submitted " in result.stderr and "completed, " in result.stderr  # the batch state on the console
