@@ -181,11 +181,11 @@ def test_preload_imports_litellm_on_a_thread_while_the_caller_goes_on() -> None:
 
     code = """
 import gc, sys, threading
-from evalframe.models import llm
-llm.preload()
+from evalframe.models import loader
+loader.preload()
 assert not gc.isenabled()  # no GC passes over the import's objects
 assert [t for t in threading.enumerate() if t.name == "import-litellm"]
-litellm = llm.lib()  # waits for the thread's import
+litellm = loader.lib()  # waits for the thread's import
 assert litellm.drop_params and sys.modules["litellm"] is litellm
 assert gc.isenabled() and gc.get_freeze_count() > 0  # back on, litellm's objects frozen
 print("ok")

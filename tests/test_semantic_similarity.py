@@ -95,7 +95,7 @@ def test_a_failing_embedding_model_leaves_items_unscored_not_zero() -> None:
 
 def test_what_a_failed_window_paid_for_counts(judge_server: FakeLLMServer, monkeypatch: Any) -> None:
     """One batch fails, the other was answered and billed: the items are unscored, the bill is kept."""
-    from evalframe.models.llm import lib
+    from evalframe.models.loader import lib
 
     litellm = lib()
     real = litellm.aembedding

@@ -34,7 +34,8 @@ from typing import Any, TypeVar
 
 from evalframe.models.cache import key as cache_key
 from evalframe.models.calls import Message, Stats
-from evalframe.models.llm import ModelRejected, ModelSettings, Pricing, _transient_errors, lib
+from evalframe.models.llm import ModelRejected, ModelSettings, Pricing, _transient_errors
+from evalframe.models.loader import lib
 from evalframe.models.retry import with_retries
 from evalframe.redaction import REDACTED, scrub_text
 
