@@ -15,7 +15,8 @@ from evalframe.cli.rescore import command_line, merge
 from evalframe.errors import ConfigError
 from evalframe.models.cache import Cache, Replay, ReplayMiss
 from evalframe.models.calls import Message, Stats, StepResult
-from evalframe.models.llm import LLM, ModelSettings, response_format
+from evalframe.models.llm import LLM, response_format
+from evalframe.models.settings import ModelSettings
 from evalframe.scorers.answer_similarity import Analysis, Penalties, SemanticUnits, score
 from evalframe.tracking.log import fetch_run
 from tests.conftest import fake_model, run_cli

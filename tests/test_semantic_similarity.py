@@ -150,7 +150,8 @@ def test_a_missing_embedding_key_is_found_before_any_call() -> None:
 def test_texts_longer_than_the_window_are_chunked_and_averaged_not_truncated() -> None:
     from evalframe.models import local_embeddings
     from evalframe.models.calls import Stats
-    from evalframe.models.llm import LLM, ModelSettings
+    from evalframe.models.llm import LLM
+    from evalframe.models.settings import ModelSettings
 
     fact = "The capital of France is Paris."
     long = "Bananas are yellow fruit rich in potassium. " * 60 + fact  # 487 tokens; the window is 254

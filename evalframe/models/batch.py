@@ -34,9 +34,11 @@ from typing import Any, TypeVar
 
 from evalframe.models.cache import key as cache_key
 from evalframe.models.calls import Message, Stats
-from evalframe.models.llm import ModelRejected, ModelSettings, Pricing, _transient_errors
+from evalframe.models.llm import ModelRejected, _transient_errors
 from evalframe.models.loader import lib
+from evalframe.models.pricing import Pricing
 from evalframe.models.retry import with_retries
+from evalframe.models.settings import ModelSettings
 from evalframe.redaction import REDACTED, scrub_text
 
 BOOK = "batches.jsonl"  # in the run directory: one line per batch, written as soon as it is created

@@ -18,7 +18,7 @@ from evalframe.data.rows import Row
 from evalframe.errors import ConfigError
 from evalframe.models.calls import StepResult
 from evalframe.models.context import Context
-from evalframe.models.llm import ModelSettings, missing_keys
+from evalframe.models.settings import ModelSettings, missing_keys
 from evalframe.results.nouns import ScoreResult
 from evalframe.scorers.base import Scorer, no_truth
 from evalframe.scorers.panel import Aggregate
