@@ -161,7 +161,7 @@ def test_the_timeout_is_a_deadline_for_the_whole_reply() -> None:
 def test_no_permission_or_no_quota_stops_the_run_at_the_first_reply() -> None:
     """Issue 14.12: a 403, or a 429 saying the quota is used up, is no transient failure: the run
     stops (as on a 401) instead of retrying it on every item."""
-    from evalframe.models.llm import ModelRejected
+    from evalframe.models.transport import ModelRejected
 
     quota = {"message": "You exceeded your current quota", "type": "insufficient_quota"}
     no_quota = json.dumps({"error": {**quota, "code": "insufficient_quota"}})

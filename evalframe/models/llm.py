@@ -12,58 +12,23 @@ import contextlib
 import functools
 import json
 import re
-import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from pydantic import BaseModel, ValidationError
 
-from evalframe.errors import ConfigError
 from evalframe.models.cache import Cache, key as cache_key
 from evalframe.models.calls import Message, Stats, StepResult, Usage
 from evalframe.models.loader import lib
-from evalframe.models.pricing import Pricing
-from evalframe.models.retry import Budget, with_retries
+from evalframe.models.retry import Budget
 from evalframe.models.settings import ModelSettings
+from evalframe.models.transport import ModelRejected, Transport
 
 if TYPE_CHECKING:  # numpy only for embeddings: a judge's run starts without it
     import numpy as np
 
 Reply = TypeVar("Reply", bound=BaseModel)
-
-
-class ModelRejected(ConfigError):
-    """The provider refused the request itself (bad key, no permission, quota used up, unknown
-    model): no point trying other items."""
-
-
-def _transient_errors(litellm: Any) -> tuple[type[BaseException], ...]:
-    return (
-        litellm.RateLimitError,
-        litellm.InternalServerError,
-        litellm.ServiceUnavailableError,
-        litellm.BadGatewayError,
-        litellm.APIConnectionError,
-        litellm.Timeout,
-        TimeoutError,  # our own deadline per request (asyncio.wait_for)
-    )
-
-
-def _refusal(litellm: Any, error: BaseException) -> str | None:
-    """Why every request to this model would fail the same way, if it would: a refused key, no
-    permission (403, whatever class LiteLLM gives it), an exhausted quota (a 429 that no wait cures),
-    an unknown model."""
-    if isinstance(error, litellm.AuthenticationError | litellm.PermissionDeniedError | litellm.NotFoundError):
-        return type(error).__name__
-    if getattr(error, "status_code", None) == 403:
-        return "PermissionDeniedError (403)"
-    said = f"{error} {getattr(error, 'body', '')}".lower()
-    if isinstance(error, litellm.RateLimitError) and (
-        "insufficient_quota" in said or "exceeded your current quota" in said
-    ):
-        return "insufficient_quota: the account's quota is used up"
-    return None
 
 
 def _malformed(response: Any) -> str | None:
@@ -111,86 +76,15 @@ class LLM:
         concurrency: int | None = None,
     ):
         self.settings = settings
-        self.limiter = limiter
         self.cache = cache
         self.stats = stats
-        # One set of rate limits per model name in a run, whatever the other settings (temperature...).
-        if settings.name not in stats.limits:
-            stats.limits[settings.name] = settings.limits(concurrency or limiter._value)
-        self.limits = stats.limits[settings.name]
+        self.transport = Transport(settings, limiter, stats, concurrency)
+        self.limits = self.transport.limits
         # Identical requests within a run (the same ground truth extracted for several rows or scorers)
         # share one call, even while it is still in flight.
         self._shared: dict[str, asyncio.Future[StepResult]] = {}
         # model.batch=true: completions go through the provider's batch API instead (evalframe.batch)
         self.batcher: Callable[..., Awaitable[Any]] | None = None
-
-    @functools.cached_property
-    def pricing(self) -> Pricing:  # on the first call made: a run served by the cache never imports litellm
-        return Pricing(self.settings)
-
-    async def _request(
-        self,
-        call: Callable[[], Awaitable[Any]],
-        budget: Budget | int,
-        step: StepResult | None = None,
-        tokens: int = 0,
-    ) -> Any:
-        """One request to the provider within the run's concurrency limit and the model's rate limits
-        (limits.py), each attempt bounded by `model.timeout` in total. A 429 waits for the model's
-        cool-down and tries again until the request's deadline, without using the budget; server
-        errors and timeouts are retried while the budget lasts. A refused key, a missing permission,
-        an exhausted quota or an unknown model ends the run (ModelRejected): every other item would
-        be refused too. `tokens` is the request's estimated size, for model.tpm."""
-        litellm = lib()
-        transient = _transient_errors(litellm)
-        limits = self.limits
-        first: list[float] = []  # when the request was first sent: its deadline counts from there
-
-        def send() -> Awaitable[Any]:
-            first[:] = first or [time.monotonic()]
-            return self._send(call, step, tokens)
-
-        attempt = functools.partial(limits.send, self.limiter, tokens, send)
-
-        def rate_limited(e: BaseException) -> bool:
-            deadline = first[0] + self.settings.deadline()
-            return isinstance(e, litellm.RateLimitError) and limits.cool_until <= deadline
-
-        return await with_retries(attempt, budget, lambda e: isinstance(e, transient), rate_limited)
-
-    async def _send(self, call: Callable[[], Awaitable[Any]], step: StepResult | None, tokens: int) -> Any:
-        """One attempt, on the wire: bounded by model.timeout from the first byte sent to the last
-        received (a reply trickling in forever is a timeout), its 429 or reply told to the limits."""
-        litellm = lib()
-        started = time.perf_counter()
-        sent = time.monotonic()
-        self.stats.calls += 1
-        if step is not None:
-            step.attempts += 1
-        try:
-            response = await asyncio.wait_for(call(), self.settings.timeout)
-        except TimeoutError:
-            limit = f"model.timeout={self.settings.timeout:g} s"
-            raise TimeoutError(f"no complete reply within {limit}") from None
-        except Exception as e:
-            refusal = _refusal(litellm, e)
-            if refusal:
-                raise ModelRejected(
-                    f"the model {self.settings.name} rejected the request ({refusal}): "
-                    f"{str(e)[:300]}. Check its name and {self.settings.api_key_env or 'the API key'}"
-                ) from None
-            if isinstance(e, litellm.RateLimitError):  # the headers, wherever this provider's path left them
-                headers = getattr(e, "litellm_response_headers", None)
-                self.limits.refused(sent, headers or getattr(getattr(e, "response", None), "headers", None))
-            raise
-        finally:
-            if step is not None:
-                step.latency += time.perf_counter() - started
-        usage = getattr(response, "usage", None)
-        used = (getattr(usage, "prompt_tokens", 0) or 0) + (getattr(usage, "completion_tokens", 0) or 0)
-        headers = (getattr(response, "_hidden_params", None) or {}).get("additional_headers")
-        self.limits.answered(headers, tokens, used)
-        return response
 
     async def _complete(
         self, messages: list[Message], step: StepResult, budget: Budget, **kwargs: Any
@@ -203,8 +97,8 @@ class LLM:
         else:
             litellm = lib()
             call = lambda: litellm.acompletion(messages=messages, **self.settings.call_kwargs(), **kwargs)  # noqa: E731
-            response = await self._request(call, budget, step, self._estimate(messages))
-            cost = self.pricing.of(response)
+            response = await self.transport.request(call, budget, step, self._estimate(messages))
+            cost = self.transport.pricing.of(response)
         self._account(step, response, cost)
         return response
 
@@ -521,7 +415,7 @@ class LLM:
         }
 
         async def one_batch(batch: list[str]) -> Any:
-            return await self._request(
+            return await self.transport.request(
                 lambda: litellm.aembedding(input=batch, **kwargs), self.settings.max_retries
             )
 
@@ -533,7 +427,7 @@ class LLM:
             if isinstance(response, BaseException):
                 continue
             u = getattr(response, "usage", None)
-            cost = self.pricing.of(response)
+            cost = self.transport.pricing.of(response)
             self.stats.add_cost(cost, self.settings.name)
             batch = owners[start : start + batch_size]
             tokens, extra = divmod(getattr(u, "prompt_tokens", 0) or 0, len(batch))
