@@ -158,7 +158,7 @@ def test_texts_longer_than_the_window_are_chunked_and_averaged_not_truncated() -
     pieces = local_embeddings.chunks("all-MiniLM-L6-v2", long)
     assert len(pieces) == 2 and "paris" in pieces[-1].lower() and "paris" not in pieces[0].lower()
     door = LLM(ModelSettings("local/all-MiniLM-L6-v2"), asyncio.Semaphore(2), Cache("off"), Stats())
-    matrix = asyncio.run(door._embed([long, fact, pieces[0]], 256, {}))
+    matrix = asyncio.run(door.embedder._embed([long, fact, pieces[0]], 256, {}))
     chunked, target, first_window_only = matrix
     assert chunked @ target > first_window_only @ target + 0.02  # the end of the text counts
     assert np.linalg.norm(chunked) == pytest.approx(1.0)

@@ -105,6 +105,11 @@ class ModelSettings:
         """Seconds a request may keep waiting out 429s (and trying again) from its first attempt."""
         return self.timeout * (1 + self.max_retries)
 
+    def patience(self) -> float:
+        """How long another process may hold a claim on a request before this one asks itself: the
+        longest a live process can take to get its reply (every attempt timing out, plus backoff)."""
+        return (self.timeout + 30.0) * (self.max_retries + self.reply_retries + 1)
+
     def limits(self, concurrency: int) -> ModelLimits:
         """This process's rate limits for the model: a parallel sweep's jobs split the budgets."""
         share = parallel_jobs()
