@@ -44,6 +44,27 @@ def _strip_fences(text: str) -> str:
     return match.group(1) if match else text
 
 
+def _as_text(raw: str) -> dict[str, Any]:
+    return {"text": raw}
+
+
+def _problem(error: ValidationError) -> str:
+    """What is wrong with a reply, as the model is told it."""
+    return "; ".join(f"{'.'.join(map(str, err['loc'])) or 'reply'}: {err['msg']}" for err in error.errors())
+
+
+def _correction(raw: str, problem: str) -> list[Message]:
+    """The turns that give an invalid reply back to the model with what is wrong with it."""
+    return [
+        {"role": "assistant", "content": raw},
+        {
+            "role": "user",
+            "content": f"That reply is invalid: {problem}. Reply again with only the "
+            "corrected JSON object, matching the schema.",
+        },
+    ]
+
+
 @functools.cache  # pydantic rebuilds the schema on every call: ~2 ms, paid once per reply type instead
 def response_format(reply_model: type[BaseModel]) -> dict[str, Any]:
     return {
@@ -218,68 +239,47 @@ class LLM:
             reply = reply_model.model_validate_json(_strip_fences(raw), context=context)
             return reply.model_dump(by_alias=True)  # keys as the schema names them (e.g. positions "0", "1")
 
-        async def ask() -> StepResult:
-            step = StepResult(step=step_name, messages=messages)
-            conversation = list(messages)
-            budget = Budget(self.settings.max_retries)
-            for attempt in range(self.settings.reply_retries + 1):
-                try:
-                    response = await self._complete(conversation, step, budget, response_format=fmt)
-                except ModelRejected:
-                    raise
-                except Exception as e:  # one failed call must not end the run: the item is unscored
-                    step.error = f"{type(e).__name__}: {str(e)[:500]}"
-                    return step
-                malformed = _malformed(response)
-                if malformed:  # nothing to correct: ask the same again, as a reply retry
-                    step.raw, step.error = None, f"{malformed} after {attempt + 1} attempt(s)"
-                    continue
-                step.raw = response.choices[0].message.content or ""
-                try:
-                    step.reply, step.error = validate(step.raw), None
-                    return step
-                except ValidationError as e:
-                    problem = "; ".join(
-                        f"{'.'.join(map(str, err['loc'])) or 'reply'}: {err['msg']}" for err in e.errors()
-                    )
-                    step.error = f"invalid reply after {attempt + 1} attempt(s): {problem}"
-                    conversation = [
-                        *conversation,
-                        {"role": "assistant", "content": step.raw},
-                        {
-                            "role": "user",
-                            "content": f"That reply is invalid: {problem}. Reply again with only the "
-                            "corrected JSON object, matching the schema.",
-                        },
-                    ]
-            return step
-
+        ask = functools.partial(self._ask, step_name, messages, validate, fmt)
         return await self._once(step_name, messages, fmt, validate, ask)
 
     async def text(self, step_name: str, messages: list[Message]) -> StepResult:
-        """Free-text completion (the system under test)."""
+        """Free-text completion (the system under test): any text is a valid reply."""
+        ask = functools.partial(self._ask, step_name, messages, _as_text, None)
+        return await self._once(step_name, messages, None, _as_text, ask)
 
-        async def ask() -> StepResult:
-            step = StepResult(step=step_name, messages=messages)
-            budget = Budget(self.settings.max_retries)
-            for attempt in range(self.settings.reply_retries + 1):
-                try:
-                    response = await self._complete(messages, step, budget)
-                except ModelRejected:
-                    raise
-                except Exception as e:  # one failed call must not end the run: the item gets no output
-                    step.error = f"{type(e).__name__}: {str(e)[:500]}"
-                    return step
-                malformed = _malformed(response)
-                if malformed:  # asked again, as an invalid structured reply is
-                    step.error = f"{malformed} after {attempt + 1} attempt(s)"
-                    continue
-                step.raw, step.error = response.choices[0].message.content or "", None
-                step.reply = {"text": step.raw}
+    async def _ask(
+        self, step_name: str, messages: list[Message], validate: Validate, fmt: dict[str, Any] | None
+    ) -> StepResult:
+        """Ask the model until its reply passes `validate` (`fmt`: the JSON schema it is asked for, None
+        for free text), up to `reply_retries` times more: a malformed reply is asked again as it was,
+        an invalid one with what is wrong with it. Transport retries come out of one budget for the
+        whole step; a failed call is the step's error (a judge's item is unscored, a target's gets no
+        output)."""
+        step = StepResult(step=step_name, messages=messages)
+        conversation = list(messages)
+        budget = Budget(self.settings.max_retries)
+        kwargs = {} if fmt is None else {"response_format": fmt}
+        for attempt in range(self.settings.reply_retries + 1):
+            try:
+                response = await self._complete(conversation, step, budget, **kwargs)
+            except ModelRejected:
+                raise
+            except Exception as e:  # one failed call must not end the run: the item is unscored
+                step.error = f"{type(e).__name__}: {str(e)[:500]}"
                 return step
-            return step
-
-        return await self._once(step_name, messages, None, lambda raw: {"text": raw}, ask)
+            malformed = _malformed(response)
+            if malformed:  # nothing to correct: ask the same again, as a reply retry
+                step.raw, step.error = None, f"{malformed} after {attempt + 1} attempt(s)"
+                continue
+            step.raw = response.choices[0].message.content or ""
+            try:
+                step.reply, step.error = validate(step.raw), None
+                return step
+            except ValidationError as e:  # never for free text: any text is valid
+                problem = _problem(e)
+                step.error = f"invalid reply after {attempt + 1} attempt(s): {problem}"
+                conversation = [*conversation, *_correction(step.raw, problem)]
+        return step
 
     async def cosines(self, pairs: list[tuple[str, str]], batch_size: int = 256) -> list[StepResult]:
         """The cosine similarity of each pair of texts under this embedding model, one step per pair
