@@ -198,9 +198,9 @@ print("ok")
 def test_identical_requests_share_a_bounded_number_of_answers(monkeypatch: Any) -> None:
     """An identical request shares the answer of one asked shortly before; only the last SHARED are
     kept (older ones come from the disk cache), so memory stays flat on a long run."""
-    from evalframe.models import llm as door
+    from evalframe.models import replies
 
-    monkeypatch.setattr(door, "SHARED", 3)
+    monkeypatch.setattr(replies, "SHARED", 3)
     with FakeLLMServer(responder=judge) as server:
         model = LLM(settings(server), asyncio.Semaphore(4), Cache("off"), Stats())
 
@@ -208,7 +208,7 @@ def test_identical_requests_share_a_bounded_number_of_answers(monkeypatch: Any) 
             for text in ["A. B.", "C. D.", "A. B.", "E.", "F.", "G.", "A. B."]:
                 messages = [{"role": "user", "content": f"<TEXT-00000000>\n{text}\n</TEXT-00000000>"}]
                 await model.structured("extract", messages, SemanticUnits)
-                assert len(model._shared) <= 3
+                assert len(model.replies._shared) <= 3
 
         asyncio.run(run())
         assert model.stats.hits == 1 and server.count() == 6  # the second "A. B." shared, the third asked

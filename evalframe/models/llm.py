@@ -1,8 +1,10 @@
-"""Model calls: every judge, target and embedding call goes through here.
+"""Chat with a model: a reply matching a JSON schema (validated with pydantic, an invalid one given back
+to the model with what is wrong with it) or free text, both through one attempt loop.
 
-So retries, timeouts, structured-output validation, usage and cost work the same for OpenAI, Anthropic,
-Gemini, Ollama, any OpenAI-compatible server and the local embedding model. litellm comes from
-loader.lib(), imported on first use.
+The LLM is the door to one model for every judge, target and embedding call, so retries, timeouts,
+structured-output validation, usage and cost work the same for OpenAI, Anthropic, Gemini, Ollama, any
+OpenAI-compatible server and the local embedding model. What it leaves to the other modules: the
+requests on the wire (transport.py), the replies shared and cached (replies.py), embeddings (embed.py).
 """
 
 from __future__ import annotations
@@ -11,15 +13,15 @@ import asyncio
 import functools
 import re
 from collections.abc import Awaitable, Callable
-from dataclasses import replace
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from evalframe.models.cache import Cache, key as cache_key
+from evalframe.models.cache import Cache
 from evalframe.models.calls import Message, Stats, StepResult, Usage
 from evalframe.models.embed import Embedder
 from evalframe.models.loader import lib
+from evalframe.models.replies import Replies, Validate
 from evalframe.models.retry import Budget
 from evalframe.models.settings import ModelSettings
 from evalframe.models.transport import ModelRejected, Transport
@@ -77,10 +79,6 @@ def response_format(reply_model: type[BaseModel]) -> dict[str, Any]:
     }
 
 
-Validate = Callable[[str], dict[str, Any]]
-SHARED = 20_000  # answered requests an LLM keeps to share with identical ones (see LLM._forget)
-
-
 class LLM:
     """One model, sharing the run's concurrency limit, cache and stats with every other model."""
 
@@ -98,9 +96,7 @@ class LLM:
         self.transport = Transport(settings, limiter, stats, concurrency)
         self.limits = self.transport.limits
         self.embedder = Embedder(settings, cache, stats, self.transport)
-        # Identical requests within a run (the same ground truth extracted for several rows or scorers)
-        # share one call, even while it is still in flight.
-        self._shared: dict[str, asyncio.Future[StepResult]] = {}
+        self.replies = Replies(settings, cache, stats)
         # model.batch=true: completions go through the provider's batch API instead (evalframe.batch)
         self.batcher: Callable[..., Awaitable[Any]] | None = None
 
@@ -139,87 +135,6 @@ class LLM:
         )
         self.stats.add_cost(cost, self.settings.name)
 
-    def _key(self, messages: list[Message], fmt: dict[str, Any] | None) -> str:
-        s = self.settings
-        model = {
-            "name": s.name,
-            "api_base": s.api_base,
-            "temperature": s.temperature,
-            "max_tokens": s.max_tokens,
-            "extra": dict(s.extra),
-        }  # timeout and retries cannot change a reply: not in the key
-        return cache_key({"model": model, "messages": messages, "response_format": fmt})
-
-    async def _once(
-        self,
-        step_name: str,
-        messages: list[Message],
-        fmt: dict[str, Any] | None,
-        validate: Validate,
-        ask: Callable[[], Awaitable[StepResult]],
-    ) -> StepResult:
-        """Serve a request from the run's shared calls or the disk cache, else ask the model (once)."""
-        k = self._key(messages, fmt)
-        if k in self._shared:
-            first = await asyncio.shield(self._shared[k])
-            self.stats.hits += 1
-            return replace(first, step=step_name, usage=Usage(), latency=0.0, attempts=0, cached=True)
-        future: asyncio.Future[StepResult] = asyncio.get_running_loop().create_future()
-        future.add_done_callback(lambda f: f.cancelled() or f.exception())  # no "never retrieved" noise
-        self._shared[k] = future
-        try:
-            step = self._from_cache(k, step_name, messages, validate)
-            if step is None:
-                # Another process of a parallel sweep may be asking the same thing: wait for its reply.
-                hit = await self.cache.claim(k, patience=self.settings.patience())
-                step = self._validated(hit, step_name, messages, validate) if hit else None
-            if step is None:
-                self.cache.before_asking(step_name, self.settings.name)  # a replay raises here instead
-                try:
-                    step = await ask()
-                finally:
-                    if step is None or not step.ok:
-                        self.cache.release(k)  # let a waiting process ask instead
-                if step.ok:  # errors and unparseable replies are never cached: they are asked again
-                    self.cache.put(k, {"raw": step.raw})
-            step.key = k
-            future.set_result(step)
-            self._forget()
-            return step
-        except BaseException as e:
-            future.set_exception(e)
-            raise
-
-    def _forget(self) -> None:
-        """Share only the last SHARED answered requests (older ones are in the disk cache): memory
-        stays flat however many rows a run scores."""
-        while len(self._shared) > SHARED:
-            oldest = next(iter(self._shared))
-            if not self._shared[oldest].done():
-                break
-            del self._shared[oldest]
-
-    def _from_cache(
-        self, k: str, step_name: str, messages: list[Message], validate: Validate
-    ) -> StepResult | None:
-        hit = self.cache.get(k)
-        return self._validated(hit, step_name, messages, validate) if hit else None
-
-    def _validated(
-        self, hit: dict[str, Any], step_name: str, messages: list[Message], validate: Validate
-    ) -> StepResult | None:
-        if hit.get("error"):  # only a replay stores failures: the logged run could not use this reply
-            self.stats.hits += 1
-            return StepResult(
-                step=step_name, messages=messages, raw=hit.get("raw"), error=hit["error"], cached=True
-            )
-        try:
-            reply = validate(hit["raw"])
-        except ValidationError:
-            return None  # stored under an older schema: ask again
-        self.stats.hits += 1
-        return StepResult(step=step_name, messages=messages, reply=reply, raw=hit["raw"], cached=True)
-
     async def structured(
         self,
         step_name: str,
@@ -240,12 +155,12 @@ class LLM:
             return reply.model_dump(by_alias=True)  # keys as the schema names them (e.g. positions "0", "1")
 
         ask = functools.partial(self._ask, step_name, messages, validate, fmt)
-        return await self._once(step_name, messages, fmt, validate, ask)
+        return await self.replies.once(step_name, messages, fmt, validate, ask)
 
     async def text(self, step_name: str, messages: list[Message]) -> StepResult:
         """Free-text completion (the system under test): any text is a valid reply."""
         ask = functools.partial(self._ask, step_name, messages, _as_text, None)
-        return await self._once(step_name, messages, None, _as_text, ask)
+        return await self.replies.once(step_name, messages, None, _as_text, ask)
 
     async def _ask(
         self, step_name: str, messages: list[Message], validate: Validate, fmt: dict[str, Any] | None
