@@ -1,6 +1,6 @@
 """A model as the config describes it (the `model` group, a target's model, an embedding model): its
-keys checked, its credentials, and what follows from it for each call (the call's arguments, its
-deadline, the model's rate-limit budgets)."""
+keys checked, its credentials, and what follows from it for each call (the call's arguments, how long
+it may take or be waited for, the model's rate-limit budgets)."""
 
 from __future__ import annotations
 
