@@ -117,10 +117,10 @@ def evaluate(overrides: list[str], out: Path) -> float:
     import contextlib
     import io
 
-    from evalframe.models import llm
+    from evalframe.models import loader
     from evalframe.run import pipeline
 
-    llm.lib()  # importing litellm (~4 s) is start-up, not the run: (e) measures start-up
+    loader.lib()  # importing litellm (~4 s) is start-up, not the run: (e) measures start-up
 
     config = compose(overrides)
     started = time.perf_counter()
@@ -221,10 +221,10 @@ def bench_process(codes: dict[str, Path], work: Path, items: int, latency: float
 def bench_batch(work: Path, items: int) -> None:
     """(i) model.batch=true: requests sent as normal calls vs in batches, cost with and without batching,
     through OpenAI's Batch API and Anthropic's Message Batches."""
-    from evalframe.models import llm
+    from evalframe.models import loader
     from evalframe.run import pipeline
 
-    llm.lib()
+    loader.lib()
     data = synthetic_dataset(work / "batch.jsonl", items)
     with judge_server(0.0, batch_delay=1.0) as base:
         # Behind an api_base a model's cost is unknown unless its config prices it: the list prices of

@@ -44,10 +44,10 @@ def busiest_second(arrivals: list[float], seconds: float = 1.0) -> int:
 
 
 def bench_run(label: str, base: str, work: Path, rows: int, per_second: int, *extra: str) -> None:
-    from evalframe.models import llm
+    from evalframe.models import loader
     from evalframe.run import pipeline
 
-    llm.lib()  # importing litellm is not the run
+    loader.lib()  # importing litellm is not the run
     data = synthetic_dataset(work / f"{label}.jsonl", rows)
     config = compose(judge_args(base, data, 32, *extra))
     before = server_stats(base)

@@ -131,9 +131,9 @@ class ScriptedModel(RequestLog):
 
 def install(model: ScriptedModel) -> None:
     """Register `scripted/` with the litellm evalframe uses (its one importing module configures it)."""
-    from evalframe.models import llm
+    from evalframe.models import loader
 
-    litellm = llm.lib()
+    litellm = loader.lib()
     # Priced like gpt-4o-mini, so cost accounting is exercised as with a real judge.
     price = {"input_cost_per_token": 1.5e-7, "output_cost_per_token": 6e-7, "litellm_provider": PROVIDER}
     price |= {"cache_creation_input_token_cost": 0.0, "cache_read_input_token_cost": 0.0}

@@ -23,7 +23,8 @@ import pytest
 from evalframe.errors import ConfigError
 from evalframe.models.batch import BOOK, Batcher, BatchError
 from evalframe.models.calls import Stats
-from evalframe.models.llm import ModelRejected, ModelSettings
+from evalframe.models.settings import ModelSettings
+from evalframe.models.transport import ModelRejected
 from evalframe.results.summary import Summary
 from evalframe.run import pipeline
 from tests.conftest import PRICE, compose, fake_model

@@ -15,9 +15,11 @@ from mlflow.tracking import MlflowClient
 
 from evalframe import redaction
 from evalframe.errors import ConfigError
+from evalframe.models import pricing
 from evalframe.models.cache import Cache
 from evalframe.models.calls import Stats, StepResult, Usage
-from evalframe.models.llm import LLM, ModelSettings
+from evalframe.models.llm import LLM
+from evalframe.models.settings import ModelSettings
 from evalframe.results.journal import RESULTS, item_from_json, read_items
 from evalframe.results.nouns import ItemResult, Objective, RunResult, ScoreResult, to_jsonable
 from evalframe.results.summary import Summary, fmt_cost
@@ -158,7 +160,7 @@ def test_local_embeddings_are_free(tmp_path: Path) -> None:
 def test_which_models_have_a_known_price(
     scripted: ScriptedModel, settings: dict[str, Any], priced: bool
 ) -> None:
-    assert ModelSettings.from_config(settings).priced() is priced
+    assert pricing.known(ModelSettings.from_config(settings)) is priced
 
 
 @pytest.mark.parametrize("value", [-1e-7, "cheap", True])

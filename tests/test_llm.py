@@ -11,7 +11,8 @@ from typing import Any
 
 from evalframe.models.cache import Cache
 from evalframe.models.calls import Stats, StepResult
-from evalframe.models.llm import LLM, ModelSettings
+from evalframe.models.llm import LLM
+from evalframe.models.settings import ModelSettings
 from evalframe.run import pipeline
 from evalframe.scorers.answer_similarity import SemanticUnits
 from tests.conftest import compose, fake_model
@@ -160,7 +161,7 @@ def test_the_timeout_is_a_deadline_for_the_whole_reply() -> None:
 def test_no_permission_or_no_quota_stops_the_run_at_the_first_reply() -> None:
     """Issue 14.12: a 403, or a 429 saying the quota is used up, is no transient failure: the run
     stops (as on a 401) instead of retrying it on every item."""
-    from evalframe.models.llm import ModelRejected
+    from evalframe.models.transport import ModelRejected
 
     quota = {"message": "You exceeded your current quota", "type": "insufficient_quota"}
     no_quota = json.dumps({"error": {**quota, "code": "insufficient_quota"}})
@@ -181,11 +182,11 @@ def test_preload_imports_litellm_on_a_thread_while_the_caller_goes_on() -> None:
 
     code = """
 import gc, sys, threading
-from evalframe.models import llm
-llm.preload()
+from evalframe.models import loader
+loader.preload()
 assert not gc.isenabled()  # no GC passes over the import's objects
 assert [t for t in threading.enumerate() if t.name == "import-litellm"]
-litellm = llm.lib()  # waits for the thread's import
+litellm = loader.lib()  # waits for the thread's import
 assert litellm.drop_params and sys.modules["litellm"] is litellm
 assert gc.isenabled() and gc.get_freeze_count() > 0  # back on, litellm's objects frozen
 print("ok")
@@ -197,9 +198,9 @@ print("ok")
 def test_identical_requests_share_a_bounded_number_of_answers(monkeypatch: Any) -> None:
     """An identical request shares the answer of one asked shortly before; only the last SHARED are
     kept (older ones come from the disk cache), so memory stays flat on a long run."""
-    from evalframe.models import llm as door
+    from evalframe.models import replies
 
-    monkeypatch.setattr(door, "SHARED", 3)
+    monkeypatch.setattr(replies, "SHARED", 3)
     with FakeLLMServer(responder=judge) as server:
         model = LLM(settings(server), asyncio.Semaphore(4), Cache("off"), Stats())
 
@@ -207,7 +208,7 @@ def test_identical_requests_share_a_bounded_number_of_answers(monkeypatch: Any) 
             for text in ["A. B.", "C. D.", "A. B.", "E.", "F.", "G.", "A. B."]:
                 messages = [{"role": "user", "content": f"<TEXT-00000000>\n{text}\n</TEXT-00000000>"}]
                 await model.structured("extract", messages, SemanticUnits)
-                assert len(model._shared) <= 3
+                assert len(model.replies._shared) <= 3
 
         asyncio.run(run())
         assert model.stats.hits == 1 and server.count() == 6  # the second "A. B." shared, the third asked

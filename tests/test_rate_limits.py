@@ -22,7 +22,8 @@ from evalframe.errors import ConfigError
 from evalframe.models.cache import Cache
 from evalframe.models.calls import Stats, StepResult
 from evalframe.models.limits import PARALLEL_JOBS, ModelLimits
-from evalframe.models.llm import LLM, ModelSettings
+from evalframe.models.llm import LLM
+from evalframe.models.settings import ModelSettings
 from evalframe.results.summary import Summary
 from evalframe.run import pipeline
 from evalframe.scorers.answer_similarity import SemanticUnits

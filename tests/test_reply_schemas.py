@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from evalframe.models.llm import lib, response_format
+from evalframe.models.llm import response_format
+from evalframe.models.loader import lib
 from evalframe.scorers.answer_relevancy import verdicts_reply
 from evalframe.scorers.answer_similarity import analysis_reply
 from evalframe.scorers.ground_truth_similarity import comparisons_reply

@@ -15,7 +15,8 @@ from evalframe.cli.rescore import command_line, merge
 from evalframe.errors import ConfigError
 from evalframe.models.cache import Cache, Replay, ReplayMiss
 from evalframe.models.calls import Message, Stats, StepResult
-from evalframe.models.llm import LLM, ModelSettings, response_format
+from evalframe.models.llm import LLM, response_format
+from evalframe.models.settings import ModelSettings
 from evalframe.scorers.answer_similarity import Analysis, Penalties, SemanticUnits, score
 from evalframe.tracking.log import fetch_run
 from tests.conftest import fake_model, run_cli
@@ -47,10 +48,10 @@ def test_the_replay_serves_stored_replies_and_failures_and_refuses_anything_else
     settings = ModelSettings(name="openai/judge", api_base="http://127.0.0.1:9/v1")  # nothing listens
     asked = [{"role": "user", "content": "Units of: Paris is the capital of France."}]
     failed = [{"role": "user", "content": "Units of: something the judge could not answer."}]
-    recorder = LLM(settings, asyncio.Semaphore(1), Cache("off"), Stats())
+    recorder = LLM(settings, asyncio.Semaphore(1), Cache("off"), Stats()).replies
     stored = {
-        recorder._key(asked, response_format(SemanticUnits)): {"raw": '{"units": ["Paris is the capital"]}'},
-        recorder._key(failed, response_format(SemanticUnits)): {"raw": "{oops", "error": "invalid reply"},
+        recorder.key(asked, response_format(SemanticUnits)): {"raw": '{"units": ["Paris is the capital"]}'},
+        recorder.key(failed, response_format(SemanticUnits)): {"raw": "{oops", "error": "invalid reply"},
     }
     stats = Stats()
     llm = LLM(settings, asyncio.Semaphore(1), Replay(stored), stats)

@@ -95,7 +95,7 @@ def test_a_failing_embedding_model_leaves_items_unscored_not_zero() -> None:
 
 def test_what_a_failed_window_paid_for_counts(judge_server: FakeLLMServer, monkeypatch: Any) -> None:
     """One batch fails, the other was answered and billed: the items are unscored, the bill is kept."""
-    from evalframe.models.llm import lib
+    from evalframe.models.loader import lib
 
     litellm = lib()
     real = litellm.aembedding
@@ -150,14 +150,15 @@ def test_a_missing_embedding_key_is_found_before_any_call() -> None:
 def test_texts_longer_than_the_window_are_chunked_and_averaged_not_truncated() -> None:
     from evalframe.models import local_embeddings
     from evalframe.models.calls import Stats
-    from evalframe.models.llm import LLM, ModelSettings
+    from evalframe.models.llm import LLM
+    from evalframe.models.settings import ModelSettings
 
     fact = "The capital of France is Paris."
     long = "Bananas are yellow fruit rich in potassium. " * 60 + fact  # 487 tokens; the window is 254
     pieces = local_embeddings.chunks("all-MiniLM-L6-v2", long)
     assert len(pieces) == 2 and "paris" in pieces[-1].lower() and "paris" not in pieces[0].lower()
     door = LLM(ModelSettings("local/all-MiniLM-L6-v2"), asyncio.Semaphore(2), Cache("off"), Stats())
-    matrix = asyncio.run(door._embed([long, fact, pieces[0]], 256, {}))
+    matrix = asyncio.run(door.embedder._embed([long, fact, pieces[0]], 256, {}))
     chunked, target, first_window_only = matrix
     assert chunked @ target > first_window_only @ target + 0.02  # the end of the text counts
     assert np.linalg.norm(chunked) == pytest.approx(1.0)

@@ -59,9 +59,9 @@ def _dispatch(args: list[str]) -> int:
         return log_run.main(rest)
     _no_moved_keys(rest)
     if not any(a in _NO_MODEL or a.startswith("--cfg=") for a in rest):
-        from evalframe.models import llm
+        from evalframe.models import loader
 
-        llm.preload()  # while Hydra composes the config and the dataset is validated
+        loader.preload()  # while Hydra composes the config and the dataset is validated
     from evalframe.cli import run
 
     if command == "rescore":

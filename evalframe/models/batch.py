@@ -34,8 +34,11 @@ from typing import Any, TypeVar
 
 from evalframe.models.cache import key as cache_key
 from evalframe.models.calls import Message, Stats
-from evalframe.models.llm import ModelRejected, ModelSettings, Pricing, _transient_errors, lib
+from evalframe.models.loader import lib
+from evalframe.models.pricing import Pricing
 from evalframe.models.retry import with_retries
+from evalframe.models.settings import ModelSettings
+from evalframe.models.transport import ModelRejected, transient_errors
 from evalframe.redaction import REDACTED, scrub_text
 
 BOOK = "batches.jsonl"  # in the run directory: one line per batch, written as soon as it is created
@@ -346,7 +349,7 @@ class Batcher:
                     f"the batch API of {s.name} rejected the request ({type(e).__name__}): {said[:300]}"
                 ) from None
 
-        transient = _transient_errors(litellm)
+        transient = transient_errors(litellm)
         return await with_retries(attempt, s.max_retries, lambda e: isinstance(e, transient))
 
     def _priced(self, response: Any) -> Any:

@@ -18,7 +18,7 @@ class Stats:
 
     calls: int = 0  # requests sent to a model, retries included
     hits: int = 0  # replies taken from the cache or shared with an identical request in flight
-    cost: float = 0.0  # USD; NaN (unknown) once a model without a known price answered (llm.Pricing)
+    cost: float = 0.0  # USD; NaN (unknown) once a model without a known price answered (pricing.Pricing)
     batched: int = 0  # requests sent through a batch API (model.batch=true), counted in calls too
     batch_cost: float = 0.0  # what those cost at the batch price (part of cost)
     unbatched_cost: float = 0.0  # what they would have cost as normal calls

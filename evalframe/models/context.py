@@ -15,7 +15,8 @@ from evalframe.models.batch import Batcher
 from evalframe.models.cache import Cache
 from evalframe.models.calls import Stats
 from evalframe.models.limits import ModelLimits
-from evalframe.models.llm import LLM, ModelSettings
+from evalframe.models.llm import LLM
+from evalframe.models.settings import ModelSettings
 
 
 @dataclass

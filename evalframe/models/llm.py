@@ -1,307 +1,32 @@
-"""Model calls: the only module that imports litellm.
+"""Chat with a model: a reply matching a JSON schema (validated with pydantic, an invalid one given back
+to the model with what is wrong with it) or free text, both through one attempt loop.
 
-Every judge, target and embedding call goes through here, so retries, timeouts, structured-output
-validation, usage and cost work the same for OpenAI, Anthropic, Gemini, Ollama, any OpenAI-compatible
-server and the local embedding model. litellm is imported on first use: it takes seconds to import,
-and `python -m evalframe --help` must not pay for it.
+The LLM is the door to one model for every judge, target and embedding call, so retries, timeouts,
+structured-output validation, usage and cost work the same for OpenAI, Anthropic, Gemini, Ollama, any
+OpenAI-compatible server and the local embedding model. What it leaves to the other modules: the
+requests on the wire (transport.py), the replies shared and cached (replies.py), embeddings (embed.py).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
-import gc
-import json
-import math
-import os
 import re
-import threading
-import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass, field, replace
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from evalframe.errors import ConfigError
-from evalframe.models.cache import Cache, key as cache_key
+from evalframe.models.cache import Cache
 from evalframe.models.calls import Message, Stats, StepResult, Usage
-from evalframe.models.limits import ModelLimits, parallel_jobs
-from evalframe.models.retry import Budget, with_retries
-
-if TYPE_CHECKING:  # numpy only for embeddings: a judge's run starts without it
-    import numpy as np
+from evalframe.models.embed import Embedder
+from evalframe.models.loader import lib
+from evalframe.models.replies import Replies, Validate
+from evalframe.models.retry import Budget
+from evalframe.models.settings import ModelSettings
+from evalframe.models.transport import ModelRejected, Transport
 
 Reply = TypeVar("Reply", bound=BaseModel)
-
-# litellm fetches data files from GitHub unless told to use its bundled copies: offline that hangs
-# or warns (the price map at import, Anthropic's beta headers per call), and a run must not depend on it.
-for _flag in ("LITELLM_LOCAL_MODEL_COST_MAP", "LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS"):
-    os.environ.setdefault(_flag, "True")
-
-_litellm: Any = None
-_importing = threading.Lock()
-
-
-def lib() -> Any:
-    """Import and configure litellm once (waiting for preload()'s import if it is under way)."""
-    return _litellm if _litellm is not None else _load(gc.isenabled())
-
-
-def preload() -> None:
-    """Start importing litellm on a background thread, so that the ~1.5 s it takes overlaps with
-    composing the config and reading the dataset instead of delaying the first request; the cyclic
-    GC stays off until it is imported (see _load)."""
-    collecting = gc.isenabled()
-    gc.disable()
-    threading.Thread(target=_load, args=(collecting,), name="import-litellm", daemon=True).start()
-
-
-def _load(collecting: bool) -> Any:
-    global _litellm
-    with _importing:
-        if _litellm is not None:
-            return _litellm
-        # Importing litellm creates millions of objects: the cyclic GC would make hundreds of passes
-        # over them (a third of the import time). Off while importing, then the survivors are frozen
-        # so that the run's own GC passes never walk these permanent modules again.
-        gc.disable()
-        try:
-            import litellm
-
-            litellm.telemetry = False
-            litellm.suppress_debug_info = True
-            litellm.drop_params = True  # providers without response_format still get the JSON spec
-            from evalframe.models.local_embeddings import register
-
-            register(litellm)
-            _litellm = litellm
-        finally:
-            if collecting:
-                gc.freeze()
-                gc.enable()
-    return _litellm
-
-
-@dataclass(frozen=True)
-class ModelSettings:
-    """A model as the `model` config group describes it."""
-
-    name: str
-    api_key_env: str | None = None
-    api_base: str | None = None
-    temperature: float = 0.0
-    max_tokens: int | None = None
-    timeout: float = 60.0
-    max_retries: int = 3  # transport: server error, timeout, dropped connection (429s have their own)
-    reply_retries: int = 2  # an invalid reply given back to the model with what is wrong with it
-    extra: Mapping[str, Any] = field(default_factory=dict)
-    rpm: float | None = None  # requests per minute this client keeps under (a sweep's jobs share it)
-    tpm: float | None = None  # tokens per minute, likewise
-    batch: bool = False  # through the provider's batch API at half price (evalframe.batch)
-    batch_poll: float = 30.0  # seconds between two looks at a pending batch
-    input_cost_per_token: float | None = None  # USD: the model's price as the user knows it (both null:
-    output_cost_per_token: float | None = None  # LiteLLM's price, when it has one; see `priced`)
-
-    def __hash__(self) -> int:  # `extra` is a dict; settings key the per-model client cache
-        return hash(json.dumps(asdict(self), sort_keys=True, default=str))
-
-    @classmethod
-    def from_config(cls, cfg: Mapping[str, Any], key: str = "model") -> ModelSettings:
-        """The settings of the model at `key` in the config (named in the errors)."""
-        known = set(cls.__dataclass_fields__)
-        unknown = sorted(set(cfg) - known)
-        if unknown:
-            raise ConfigError(f"unknown model setting(s) {unknown}; known: {sorted(known)}")
-        if not cfg.get("name"):
-            raise ConfigError(
-                "model.name is empty; set it to a LiteLLM model string, e.g. openai/gpt-4o-mini"
-            )
-        for budget in ("rpm", "tpm"):
-            value = cfg.get(budget)
-            number = isinstance(value, int | float) and not isinstance(value, bool)
-            if value is not None and not (number and value > 0):
-                raise ConfigError(f"model.{budget}={value!r}: give a number above 0, or null for no budget")
-        for price in ("input_cost_per_token", "output_cost_per_token"):
-            value = cfg.get(price)
-            number = isinstance(value, int | float) and not isinstance(value, bool)
-            if value is not None and not (number and value >= 0):
-                raise ConfigError(
-                    f"{key}.{price}={value!r}: give USD per token (e.g. 1.5e-7; 0 for a free model), "
-                    "or null for LiteLLM's price"
-                )
-        return cls(**{k: v for k, v in cfg.items() if v is not None or k in ("api_key_env", "api_base")})
-
-    def api_key(self) -> str | None:
-        key = os.environ.get(self.api_key_env) if self.api_key_env else None
-        if not key and self.api_base:
-            # A self-hosted OpenAI-compatible server usually needs no key, but the OpenAI client
-            # refuses to start without one.
-            return "no-key"
-        return key or None
-
-    def check_credentials(self, key: str = "model") -> None:
-        """Fail before any work if the key is missing, naming the variable and the alternatives.
-
-        `key` is where this model sits in the config: `model` (the judge) or `target.model`.
-        """
-        pick = "model=" if key == "model" else f"model@{key}="
-        if self.batch and lib().get_llm_provider(self.name)[1] not in ("openai", "anthropic"):
-            # evalframe.batch drives OpenAI's Batch API and Anthropic's Message Batches; Gemini (AI
-            # Studio) and Ollama have no batch API that LiteLLM drives.
-            raise ConfigError(
-                f"{key}.batch=true: batches go through OpenAI's Batch API or Anthropic's Message Batches, "
-                f"and {self.name} is neither; use {pick}gpt (or an OpenAI-compatible {key}.api_base) or "
-                f"{pick}claude, or {key}.batch=false"
-            )
-        if self.api_key_env and not os.environ.get(self.api_key_env) and not self.api_base:
-            raise ConfigError(
-                f"{self.api_key_env} is not set, and the model {self.name} ({key}) needs it. "
-                f"Set it (export {self.api_key_env}=...), or choose another model: {pick}claude "
-                f"(ANTHROPIC_API_KEY), {pick}gemini (GEMINI_API_KEY), {pick}ollama (local, no key), "
-                f"or an OpenAI-compatible server: {key}.api_base=http://HOST:PORT/v1"
-            )
-
-    def price(self) -> dict[str, float] | None:
-        """What a token costs as the config says (LiteLLM's custom_cost_per_token), if it says: a
-        price left null counts 0 once the other is set (an embedding model has no output tokens). A
-        local model (local/...) is free."""
-        if self.input_cost_per_token is None and self.output_cost_per_token is None:
-            return {"input_cost_per_token": 0.0, "output_cost_per_token": 0.0} if self.local else None
-        return {
-            "input_cost_per_token": float(self.input_cost_per_token or 0.0),
-            "output_cost_per_token": float(self.output_cost_per_token or 0.0),
-        }
-
-    @property
-    def local(self) -> bool:
-        """Served in this process (local_embeddings), at no price."""
-        from evalframe.models.local_embeddings import PROVIDER
-
-        return self.name.startswith(f"{PROVIDER}/")
-
-    def priced(self) -> bool:
-        """Whether what a call costs is known: the config gives a price (or the model is local), or
-        LiteLLM has a price for the model and it is served by its provider. Behind a custom api_base
-        the name says nothing of the price (a local server, a proxy, a fine-tune under a known name),
-        so it is unknown rather than guessed."""
-        if self.price() is not None:
-            return True
-        if self.api_base:
-            return False
-        try:
-            return lib().get_model_info(self.name).get("input_cost_per_token") is not None
-        except Exception:  # a model LiteLLM has no facts about
-            return False
-
-    def deadline(self) -> float:
-        """Seconds a request may keep waiting out 429s (and trying again) from its first attempt."""
-        return self.timeout * (1 + self.max_retries)
-
-    def limits(self, concurrency: int) -> ModelLimits:
-        """This process's rate limits for the model: a parallel sweep's jobs split the budgets."""
-        share = parallel_jobs()
-        return ModelLimits(
-            concurrency,
-            rpm=self.rpm / share if self.rpm else None,
-            tpm=self.tpm / share if self.tpm else None,
-        )
-
-    def call_kwargs(self) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {
-            "model": self.name,
-            "temperature": self.temperature,
-            "timeout": self.timeout,
-            "max_retries": 0,  # retries are ours (backoff, Retry-After), not the provider SDK's
-            **dict(self.extra),
-        }
-        if self.max_tokens:
-            kwargs["max_tokens"] = self.max_tokens
-        if self.api_base:
-            kwargs["api_base"] = self.api_base
-        key = self.api_key()
-        if key:
-            kwargs["api_key"] = key
-        return kwargs
-
-
-class Pricing:
-    """What one model's calls cost in USD, decided once per model (ModelSettings.priced): at the
-    config's price, else at LiteLLM's; NaN when unknown, never a guess."""
-
-    def __init__(self, settings: ModelSettings):
-        self.name = settings.name
-        self.custom = settings.price()
-        self.known = settings.priced()
-
-    def of(self, response: Any) -> float:
-        """What a completion or an embedding call cost."""
-        if not self.known:
-            return math.nan
-        if self.custom is None:
-            cost = (getattr(response, "_hidden_params", None) or {}).get("response_cost")
-            return math.nan if cost is None else float(cost)
-        usage = getattr(response, "usage", None)
-        tokens = {k: getattr(usage, k, 0) or 0 for k in ("prompt_tokens", "completion_tokens")}
-        return sum(lib().cost_per_token(model=self.name, custom_cost_per_token=self.custom, **tokens))
-
-    def batched(self, usage: Any) -> tuple[float, float]:
-        """What a request sent in a batch cost at the batch price (LiteLLM's batch rates, else half the
-        normal price), and what it would have cost as a normal call."""
-        if not self.known:
-            return math.nan, math.nan
-        litellm = lib()
-        tokens = {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens}
-        try:
-            full = sum(litellm.cost_per_token(model=self.name, custom_cost_per_token=self.custom, **tokens))
-            info = cast(Any, self.custom)  # the config's price in place of LiteLLM's, when it gives one
-            cost = sum(litellm.cost_calculator.batch_cost_calculator(usage, self.name, model_info=info))
-        except Exception:  # LiteLLM could not price this reply after all: unknown, not 0
-            return math.nan, math.nan
-        return cost, full
-
-
-def missing_keys(model: str) -> list[str]:
-    """Environment variables a provider needs for `model` that are not set (none for local/...)."""
-    from evalframe.models.local_embeddings import PROVIDER
-
-    if model.startswith(f"{PROVIDER}/"):
-        return []
-    return list(lib().validate_environment(model=model).get("missing_keys") or [])
-
-
-class ModelRejected(ConfigError):
-    """The provider refused the request itself (bad key, no permission, quota used up, unknown
-    model): no point trying other items."""
-
-
-def _transient_errors(litellm: Any) -> tuple[type[BaseException], ...]:
-    return (
-        litellm.RateLimitError,
-        litellm.InternalServerError,
-        litellm.ServiceUnavailableError,
-        litellm.BadGatewayError,
-        litellm.APIConnectionError,
-        litellm.Timeout,
-        TimeoutError,  # our own deadline per request (asyncio.wait_for)
-    )
-
-
-def _refusal(litellm: Any, error: BaseException) -> str | None:
-    """Why every request to this model would fail the same way, if it would: a refused key, no
-    permission (403, whatever class LiteLLM gives it), an exhausted quota (a 429 that no wait cures),
-    an unknown model."""
-    if isinstance(error, litellm.AuthenticationError | litellm.PermissionDeniedError | litellm.NotFoundError):
-        return type(error).__name__
-    if getattr(error, "status_code", None) == 403:
-        return "PermissionDeniedError (403)"
-    said = f"{error} {getattr(error, 'body', '')}".lower()
-    if isinstance(error, litellm.RateLimitError) and (
-        "insufficient_quota" in said or "exceeded your current quota" in said
-    ):
-        return "insufficient_quota: the account's quota is used up"
-    return None
 
 
 def _malformed(response: Any) -> str | None:
@@ -321,6 +46,27 @@ def _strip_fences(text: str) -> str:
     return match.group(1) if match else text
 
 
+def _as_text(raw: str) -> dict[str, Any]:
+    return {"text": raw}
+
+
+def _problem(error: ValidationError) -> str:
+    """What is wrong with a reply, as the model is told it."""
+    return "; ".join(f"{'.'.join(map(str, err['loc'])) or 'reply'}: {err['msg']}" for err in error.errors())
+
+
+def _correction(raw: str, problem: str) -> list[Message]:
+    """The turns that give an invalid reply back to the model with what is wrong with it."""
+    return [
+        {"role": "assistant", "content": raw},
+        {
+            "role": "user",
+            "content": f"That reply is invalid: {problem}. Reply again with only the "
+            "corrected JSON object, matching the schema.",
+        },
+    ]
+
+
 @functools.cache  # pydantic rebuilds the schema on every call: ~2 ms, paid once per reply type instead
 def response_format(reply_model: type[BaseModel]) -> dict[str, Any]:
     return {
@@ -331,10 +77,6 @@ def response_format(reply_model: type[BaseModel]) -> dict[str, Any]:
             "strict": True,
         },
     }
-
-
-Validate = Callable[[str], dict[str, Any]]
-SHARED = 20_000  # answered requests an LLM keeps to share with identical ones (see LLM._forget)
 
 
 class LLM:
@@ -349,86 +91,14 @@ class LLM:
         concurrency: int | None = None,
     ):
         self.settings = settings
-        self.limiter = limiter
         self.cache = cache
         self.stats = stats
-        # One set of rate limits per model name in a run, whatever the other settings (temperature...).
-        if settings.name not in stats.limits:
-            stats.limits[settings.name] = settings.limits(concurrency or limiter._value)
-        self.limits = stats.limits[settings.name]
-        # Identical requests within a run (the same ground truth extracted for several rows or scorers)
-        # share one call, even while it is still in flight.
-        self._shared: dict[str, asyncio.Future[StepResult]] = {}
+        self.transport = Transport(settings, limiter, stats, concurrency)
+        self.limits = self.transport.limits
+        self.embedder = Embedder(settings, cache, stats, self.transport)
+        self.replies = Replies(settings, cache, stats)
         # model.batch=true: completions go through the provider's batch API instead (evalframe.batch)
         self.batcher: Callable[..., Awaitable[Any]] | None = None
-
-    @functools.cached_property
-    def pricing(self) -> Pricing:  # on the first call made: a run served by the cache never imports litellm
-        return Pricing(self.settings)
-
-    async def _request(
-        self,
-        call: Callable[[], Awaitable[Any]],
-        budget: Budget | int,
-        step: StepResult | None = None,
-        tokens: int = 0,
-    ) -> Any:
-        """One request to the provider within the run's concurrency limit and the model's rate limits
-        (limits.py), each attempt bounded by `model.timeout` in total. A 429 waits for the model's
-        cool-down and tries again until the request's deadline, without using the budget; server
-        errors and timeouts are retried while the budget lasts. A refused key, a missing permission,
-        an exhausted quota or an unknown model ends the run (ModelRejected): every other item would
-        be refused too. `tokens` is the request's estimated size, for model.tpm."""
-        litellm = lib()
-        transient = _transient_errors(litellm)
-        limits = self.limits
-        first: list[float] = []  # when the request was first sent: its deadline counts from there
-
-        def send() -> Awaitable[Any]:
-            first[:] = first or [time.monotonic()]
-            return self._send(call, step, tokens)
-
-        attempt = functools.partial(limits.send, self.limiter, tokens, send)
-
-        def rate_limited(e: BaseException) -> bool:
-            deadline = first[0] + self.settings.deadline()
-            return isinstance(e, litellm.RateLimitError) and limits.cool_until <= deadline
-
-        return await with_retries(attempt, budget, lambda e: isinstance(e, transient), rate_limited)
-
-    async def _send(self, call: Callable[[], Awaitable[Any]], step: StepResult | None, tokens: int) -> Any:
-        """One attempt, on the wire: bounded by model.timeout from the first byte sent to the last
-        received (a reply trickling in forever is a timeout), its 429 or reply told to the limits."""
-        litellm = lib()
-        started = time.perf_counter()
-        sent = time.monotonic()
-        self.stats.calls += 1
-        if step is not None:
-            step.attempts += 1
-        try:
-            response = await asyncio.wait_for(call(), self.settings.timeout)
-        except TimeoutError:
-            limit = f"model.timeout={self.settings.timeout:g} s"
-            raise TimeoutError(f"no complete reply within {limit}") from None
-        except Exception as e:
-            refusal = _refusal(litellm, e)
-            if refusal:
-                raise ModelRejected(
-                    f"the model {self.settings.name} rejected the request ({refusal}): "
-                    f"{str(e)[:300]}. Check its name and {self.settings.api_key_env or 'the API key'}"
-                ) from None
-            if isinstance(e, litellm.RateLimitError):  # the headers, wherever this provider's path left them
-                headers = getattr(e, "litellm_response_headers", None)
-                self.limits.refused(sent, headers or getattr(getattr(e, "response", None), "headers", None))
-            raise
-        finally:
-            if step is not None:
-                step.latency += time.perf_counter() - started
-        usage = getattr(response, "usage", None)
-        used = (getattr(usage, "prompt_tokens", 0) or 0) + (getattr(usage, "completion_tokens", 0) or 0)
-        headers = (getattr(response, "_hidden_params", None) or {}).get("additional_headers")
-        self.limits.answered(headers, tokens, used)
-        return response
 
     async def _complete(
         self, messages: list[Message], step: StepResult, budget: Budget, **kwargs: Any
@@ -441,8 +111,8 @@ class LLM:
         else:
             litellm = lib()
             call = lambda: litellm.acompletion(messages=messages, **self.settings.call_kwargs(), **kwargs)  # noqa: E731
-            response = await self._request(call, budget, step, self._estimate(messages))
-            cost = self.pricing.of(response)
+            response = await self.transport.request(call, budget, step, self._estimate(messages))
+            cost = self.transport.pricing.of(response)
         self._account(step, response, cost)
         return response
 
@@ -465,92 +135,6 @@ class LLM:
         )
         self.stats.add_cost(cost, self.settings.name)
 
-    def _key(self, messages: list[Message], fmt: dict[str, Any] | None) -> str:
-        s = self.settings
-        model = {
-            "name": s.name,
-            "api_base": s.api_base,
-            "temperature": s.temperature,
-            "max_tokens": s.max_tokens,
-            "extra": dict(s.extra),
-        }  # timeout and retries cannot change a reply: not in the key
-        return cache_key({"model": model, "messages": messages, "response_format": fmt})
-
-    async def _once(
-        self,
-        step_name: str,
-        messages: list[Message],
-        fmt: dict[str, Any] | None,
-        validate: Validate,
-        ask: Callable[[], Awaitable[StepResult]],
-    ) -> StepResult:
-        """Serve a request from the run's shared calls or the disk cache, else ask the model (once)."""
-        k = self._key(messages, fmt)
-        if k in self._shared:
-            first = await asyncio.shield(self._shared[k])
-            self.stats.hits += 1
-            return replace(first, step=step_name, usage=Usage(), latency=0.0, attempts=0, cached=True)
-        future: asyncio.Future[StepResult] = asyncio.get_running_loop().create_future()
-        future.add_done_callback(lambda f: f.cancelled() or f.exception())  # no "never retrieved" noise
-        self._shared[k] = future
-        try:
-            step = self._from_cache(k, step_name, messages, validate)
-            if step is None:
-                # Another process of a parallel sweep may be asking the same thing: wait for its reply.
-                hit = await self.cache.claim(k, patience=self._patience())
-                step = self._validated(hit, step_name, messages, validate) if hit else None
-            if step is None:
-                self.cache.before_asking(step_name, self.settings.name)  # a replay raises here instead
-                try:
-                    step = await ask()
-                finally:
-                    if step is None or not step.ok:
-                        self.cache.release(k)  # let a waiting process ask instead
-                if step.ok:  # errors and unparseable replies are never cached: they are asked again
-                    self.cache.put(k, {"raw": step.raw})
-            step.key = k
-            future.set_result(step)
-            self._forget()
-            return step
-        except BaseException as e:
-            future.set_exception(e)
-            raise
-
-    def _forget(self) -> None:
-        """Share only the last SHARED answered requests (older ones are in the disk cache): memory
-        stays flat however many rows a run scores."""
-        while len(self._shared) > SHARED:
-            oldest = next(iter(self._shared))
-            if not self._shared[oldest].done():
-                break
-            del self._shared[oldest]
-
-    def _from_cache(
-        self, k: str, step_name: str, messages: list[Message], validate: Validate
-    ) -> StepResult | None:
-        hit = self.cache.get(k)
-        return self._validated(hit, step_name, messages, validate) if hit else None
-
-    def _patience(self) -> float:
-        """How long another process may hold a claim on a request before this one asks itself: the
-        longest a live process can take to get its reply (every attempt timing out, plus backoff)."""
-        return (self.settings.timeout + 30.0) * (self.settings.max_retries + self.settings.reply_retries + 1)
-
-    def _validated(
-        self, hit: dict[str, Any], step_name: str, messages: list[Message], validate: Validate
-    ) -> StepResult | None:
-        if hit.get("error"):  # only a replay stores failures: the logged run could not use this reply
-            self.stats.hits += 1
-            return StepResult(
-                step=step_name, messages=messages, raw=hit.get("raw"), error=hit["error"], cached=True
-            )
-        try:
-            reply = validate(hit["raw"])
-        except ValidationError:
-            return None  # stored under an older schema: ask again
-        self.stats.hits += 1
-        return StepResult(step=step_name, messages=messages, reply=reply, raw=hit["raw"], cached=True)
-
     async def structured(
         self,
         step_name: str,
@@ -570,247 +154,49 @@ class LLM:
             reply = reply_model.model_validate_json(_strip_fences(raw), context=context)
             return reply.model_dump(by_alias=True)  # keys as the schema names them (e.g. positions "0", "1")
 
-        async def ask() -> StepResult:
-            step = StepResult(step=step_name, messages=messages)
-            conversation = list(messages)
-            budget = Budget(self.settings.max_retries)
-            for attempt in range(self.settings.reply_retries + 1):
-                try:
-                    response = await self._complete(conversation, step, budget, response_format=fmt)
-                except ModelRejected:
-                    raise
-                except Exception as e:  # one failed call must not end the run: the item is unscored
-                    step.error = f"{type(e).__name__}: {str(e)[:500]}"
-                    return step
-                malformed = _malformed(response)
-                if malformed:  # nothing to correct: ask the same again, as a reply retry
-                    step.raw, step.error = None, f"{malformed} after {attempt + 1} attempt(s)"
-                    continue
-                step.raw = response.choices[0].message.content or ""
-                try:
-                    step.reply, step.error = validate(step.raw), None
-                    return step
-                except ValidationError as e:
-                    problem = "; ".join(
-                        f"{'.'.join(map(str, err['loc'])) or 'reply'}: {err['msg']}" for err in e.errors()
-                    )
-                    step.error = f"invalid reply after {attempt + 1} attempt(s): {problem}"
-                    conversation = [
-                        *conversation,
-                        {"role": "assistant", "content": step.raw},
-                        {
-                            "role": "user",
-                            "content": f"That reply is invalid: {problem}. Reply again with only the "
-                            "corrected JSON object, matching the schema.",
-                        },
-                    ]
-            return step
-
-        return await self._once(step_name, messages, fmt, validate, ask)
+        ask = functools.partial(self._ask, step_name, messages, validate, fmt)
+        return await self.replies.once(step_name, messages, fmt, validate, ask)
 
     async def text(self, step_name: str, messages: list[Message]) -> StepResult:
-        """Free-text completion (the system under test)."""
+        """Free-text completion (the system under test): any text is a valid reply."""
+        ask = functools.partial(self._ask, step_name, messages, _as_text, None)
+        return await self.replies.once(step_name, messages, None, _as_text, ask)
 
-        async def ask() -> StepResult:
-            step = StepResult(step=step_name, messages=messages)
-            budget = Budget(self.settings.max_retries)
-            for attempt in range(self.settings.reply_retries + 1):
-                try:
-                    response = await self._complete(messages, step, budget)
-                except ModelRejected:
-                    raise
-                except Exception as e:  # one failed call must not end the run: the item gets no output
-                    step.error = f"{type(e).__name__}: {str(e)[:500]}"
-                    return step
-                malformed = _malformed(response)
-                if malformed:  # asked again, as an invalid structured reply is
-                    step.error = f"{malformed} after {attempt + 1} attempt(s)"
-                    continue
-                step.raw, step.error = response.choices[0].message.content or "", None
-                step.reply = {"text": step.raw}
+    async def _ask(
+        self, step_name: str, messages: list[Message], validate: Validate, fmt: dict[str, Any] | None
+    ) -> StepResult:
+        """Ask the model until its reply passes `validate` (`fmt`: the JSON schema it is asked for, None
+        for free text), up to `reply_retries` times more: a malformed reply is asked again as it was,
+        an invalid one with what is wrong with it. Transport retries come out of one budget for the
+        whole step; a failed call is the step's error (a judge's item is unscored, a target's gets no
+        output)."""
+        step = StepResult(step=step_name, messages=messages)
+        conversation = list(messages)
+        budget = Budget(self.settings.max_retries)
+        kwargs = {} if fmt is None else {"response_format": fmt}
+        for attempt in range(self.settings.reply_retries + 1):
+            try:
+                response = await self._complete(conversation, step, budget, **kwargs)
+            except ModelRejected:
+                raise
+            except Exception as e:  # one failed call must not end the run: the item is unscored
+                step.error = f"{type(e).__name__}: {str(e)[:500]}"
                 return step
-            return step
-
-        return await self._once(step_name, messages, None, lambda raw: {"text": raw}, ask)
-
-    def _embedding_key(self, kind: str, value: Any) -> str:
-        # Only what changes a vector: the model and where it is served.
-        return cache_key(
-            {"embedding_model": self.settings.name, "api_base": self.settings.api_base, kind: value}
-        )
+            malformed = _malformed(response)
+            if malformed:  # nothing to correct: ask the same again, as a reply retry
+                step.raw, step.error = None, f"{malformed} after {attempt + 1} attempt(s)"
+                continue
+            step.raw = response.choices[0].message.content or ""
+            try:
+                step.reply, step.error = validate(step.raw), None
+                return step
+            except ValidationError as e:  # never for free text: any text is valid
+                problem = _problem(e)
+                step.error = f"invalid reply after {attempt + 1} attempt(s): {problem}"
+                conversation = [*conversation, *_correction(step.raw, problem)]
+        return step
 
     async def cosines(self, pairs: list[tuple[str, str]], batch_size: int = 256) -> list[StepResult]:
-        """The cosine similarity of each pair of texts under this embedding model, one step per pair,
-        keyed like a judge reply: served by the cache (or a re-score's stored steps) when it holds the
-        pair, else computed from the texts' vectors, cached or embedded in batches. A failed embedding
-        is each pair's error (the items are unscored), never a crash of the run."""
-        keys = [self._embedding_key("cosine", list(pair)) for pair in pairs]
-        steps = self._stored_cosines(keys, range(len(pairs)))
-        missing = [i for i in range(len(pairs)) if i not in steps]
-        if missing:
-            self.cache.before_asking("embed", self.settings.name)  # a replay raises here instead
-            # The jobs of a parallel sweep embed the same window at once: one process claims these
-            # pairs (one claim for all, as they are embedded in shared batches), the others wait.
-            claim = self._embedding_key("pairs", [keys[i] for i in missing])
-            batches = -(-2 * len(missing) // batch_size)  # at most two new texts per pair
-            if await self.cache.claim(claim, patience=self._patience() * batches):
-                steps.update(self._stored_cosines(keys, missing))
-            try:
-                todo = [i for i in missing if i not in steps]
-                if todo:
-                    steps.update(await self._computed(pairs, keys, todo, batch_size))
-                if all(steps[i].ok for i in missing):
-                    self.cache.put(claim, {"raw": ""})  # tells the waiting processes to read the cache
-            finally:
-                self.cache.release(claim)  # failed: a waiting process embeds them itself
-        return [steps[i] for i in range(len(pairs))]
-
-    def _stored_cosines(self, keys: list[str], indexes: Iterable[int]) -> dict[int, StepResult]:
-        steps: dict[int, StepResult] = {}
-        for i in indexes:
-            hit = self.cache.get(keys[i])
-            try:
-                value = None if not hit or hit.get("error") else {"cosine": float(hit["raw"])}
-            except ValueError:  # a damaged cache row: embed it again
-                continue
-            if hit:
-                self.stats.hits += 1
-                steps[i] = StepResult(
-                    "embed",
-                    [],
-                    reply=value,
-                    raw=hit.get("raw"),
-                    error=hit.get("error"),
-                    cached=True,
-                    key=keys[i],
-                )
-        return steps
-
-    async def _computed(
-        self, pairs: list[tuple[str, str]], keys: list[str], todo: list[int], batch_size: int
-    ) -> dict[int, StepResult]:
-        """The cosines of the pairs `todo`, cached, each step with its share of the embedding cost."""
-        texts = list(dict.fromkeys(text for i in todo for text in pairs[i]))
-        usage: dict[str, Usage] = {}  # each embedded text's share of what its batch cost
-        try:
-            vectors = await self._vectors(texts, batch_size, usage)
-        except ModelRejected:
-            raise
-        except Exception as e:  # the run goes on: these items are unscored, with the reason
-            error = f"{type(e).__name__}: {str(e)[:500]}"
-            failed = {i: StepResult("embed", [], error=error, key=keys[i]) for i in todo}
-            failed[todo[0]].usage = sum(usage.values(), Usage())  # the batches that answered are paid for
-            return failed
-        steps: dict[int, StepResult] = {}
-        paid: set[str] = set()
-        for i in todo:
-            a, b = pairs[i]
-            cosine = float(vectors[a] @ vectors[b])  # unit vectors: the dot product is the cosine
-            share = sum((usage[t] for t in (a, b) if t in usage and t not in paid), Usage())
-            paid.update((a, b))  # a text embedded for several pairs is paid for once
-            self.cache.put(keys[i], {"raw": repr(cosine)})
-            steps[i] = StepResult(
-                "embed", [], reply={"cosine": cosine}, raw=repr(cosine), usage=share, key=keys[i]
-            )
-        return steps
-
-    async def _vectors(
-        self, texts: list[str], batch_size: int, usage: dict[str, Usage]
-    ) -> dict[str, np.ndarray]:
-        """Unit vectors of `texts`, from the cache where it has them; the others are embedded and
-        cached, each with its share of what embedding it cost in `usage`."""
-        import numpy as np
-
-        vectors: dict[str, np.ndarray] = {}
-        for text in texts:
-            hit = self.cache.get(self._embedding_key("text", text))
-            if hit:
-                with contextlib.suppress(ValueError, TypeError):  # a damaged cache row: embed it again
-                    vectors[text] = np.asarray(json.loads(hit["raw"]), dtype=np.float64)
-        todo = [t for t in texts if t not in vectors]
-        if not todo:
-            return vectors
-        matrix = await self._embed(todo, batch_size, usage)
-        for text, vector in zip(todo, matrix, strict=True):
-            vectors[text] = vector
-            self.cache.put(self._embedding_key("text", text), {"raw": json.dumps(vector.tolist())})
-        return vectors
-
-    async def _embed(self, texts: list[str], batch_size: int, usage: dict[str, Usage]) -> np.ndarray:
-        """Embed texts in batches (a few calls for a whole dataset), L2-normalised rows; each batch's
-        tokens and cost are shared out in `usage` over the texts its pieces belong to, also when
-        another batch fails (what was paid for is counted).
-
-        A text longer than the model's window is split into window-sized chunks whose embeddings are
-        averaged (weighted by length), instead of being silently truncated to its beginning.
-        """
-        import numpy as np
-
-        litellm = lib()
-        split = _chunker(self.settings.name)
-        pieces: list[str] = []
-        owners: list[int] = []
-        for i, text in enumerate(texts):
-            chunks = split(text)
-            pieces += chunks
-            owners += [i] * len(chunks)
-        kwargs = {
-            k: v for k, v in self.settings.call_kwargs().items() if k not in ("temperature", "max_tokens")
-        }
-
-        async def one_batch(batch: list[str]) -> Any:
-            return await self._request(
-                lambda: litellm.aembedding(input=batch, **kwargs), self.settings.max_retries
-            )
-
-        starts = range(0, len(pieces), batch_size)
-        responses = await asyncio.gather(
-            *(one_batch(pieces[i : i + batch_size]) for i in starts), return_exceptions=True
-        )
-        for start, response in zip(starts, responses, strict=True):
-            if isinstance(response, BaseException):
-                continue
-            u = getattr(response, "usage", None)
-            cost = self.pricing.of(response)
-            self.stats.add_cost(cost, self.settings.name)
-            batch = owners[start : start + batch_size]
-            tokens, extra = divmod(getattr(u, "prompt_tokens", 0) or 0, len(batch))
-            for n, owner in enumerate(batch):  # the remainder of the division goes to the first pieces
-                share = Usage(prompt_tokens=tokens + (n < extra), cost=cost / len(batch))
-                usage[texts[owner]] = usage.get(texts[owner], Usage()) + share
-        failures = [r for r in responses if isinstance(r, BaseException)]
-        if failures:  # a rejected model ends the run, before any other failure
-            raise next((f for f in failures if isinstance(f, ModelRejected)), failures[0])
-        answered = cast(list[Any], responses)  # no failure among them
-        vectors = np.asarray([item["embedding"] for r in answered for item in r.data], dtype=np.float64)
-        weights = np.asarray([len(p) for p in pieces], dtype=np.float64)
-        matrix = np.zeros((len(texts), vectors.shape[1]))
-        np.add.at(matrix, owners, vectors * weights[:, None])  # a chunked text: length-weighted mean
-        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-        return matrix / np.where(norms == 0, 1.0, norms)
-
-
-def _chunker(model: str) -> Callable[[str], list[str]]:
-    """How to split a text into pieces that fit `model`'s input window (identity when unknown)."""
-    from evalframe.models import local_embeddings
-
-    if model.startswith(f"{local_embeddings.PROVIDER}/"):
-        name = model.removeprefix(f"{local_embeddings.PROVIDER}/")
-        return lambda text: local_embeddings.chunks(name, text)
-    litellm = lib()
-    try:
-        window = int(litellm.get_model_info(model).get("max_input_tokens") or 0)
-    except Exception:  # a model LiteLLM has no facts about: send texts whole, the provider decides
-        window = 0
-    if not window:
-        return lambda text: [text]
-
-    def split(text: str) -> list[str]:
-        tokens = litellm.encode(model=model, text=text)
-        if len(tokens) <= window:
-            return [text]
-        return [
-            litellm.decode(model=model, tokens=tokens[i : i + window]) for i in range(0, len(tokens), window)
-        ]
-
-    return split
+        """The cosine similarity of each pair of texts under this embedding model, one step per pair
+        (embed.Embedder.cosines)."""
+        return await self.embedder.cosines(pairs, batch_size)

@@ -61,7 +61,7 @@ def encode(name: str, texts: list[str]) -> list[list[float]]:
 
 
 def register(litellm: Any) -> None:
-    """Add the `local/` provider to LiteLLM (called by llm.lib() right after importing litellm)."""
+    """Add the `local/` provider to LiteLLM (called by loader.lib() right after importing litellm)."""
 
     class LocalEmbeddings(litellm.CustomLLM):
         def embedding(self, model: str, input: list, model_response: Any, *args: Any, **kwargs: Any) -> Any:

@@ -1,5 +1,5 @@
 """One retry policy for every request that leaves the process: chat completions and embeddings
-(llm.py) and the HTTP target (targets.py).
+(transport.py) and the HTTP target (targets.py).
 
 Transient failures (rate limits, server errors, timeouts, dropped connections) are retried after the
 wait the server asked for (Retry-After), else a full-jitter exponential backoff. A step's retries come

@@ -16,7 +16,7 @@ from pydantic import create_model
 from evalframe.data.rows import Row
 from evalframe.errors import ConfigError
 from evalframe.models.context import Context
-from evalframe.models.llm import ModelSettings
+from evalframe.models.settings import ModelSettings
 from evalframe.results.nouns import ScoreResult
 from evalframe.scorers.base import JudgeScorer, Reply, in_order, per_position, round_half_up
 from evalframe.scorers.panel import Panel

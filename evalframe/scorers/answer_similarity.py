@@ -17,7 +17,7 @@ from evalframe.data.rows import Row
 from evalframe.errors import ConfigError
 from evalframe.models.calls import StepResult
 from evalframe.models.context import Context
-from evalframe.models.llm import ModelSettings
+from evalframe.models.settings import ModelSettings
 from evalframe.results.nouns import ScoreResult
 from evalframe.scorers.base import (
     JudgeScorer,

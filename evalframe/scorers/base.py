@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, create_model
 from evalframe.data.rows import Row
 from evalframe.errors import ConfigError
 from evalframe.models.context import Context
-from evalframe.models.llm import ModelSettings
+from evalframe.models.settings import ModelSettings
 from evalframe.results.nouns import ScoreResult
 from evalframe.scorers.panel import Panel
 

@@ -29,7 +29,7 @@ from evalframe.data.rows import LISTS, Row
 from evalframe.errors import ConfigError
 from evalframe.models.calls import Message
 from evalframe.models.context import Context
-from evalframe.models.llm import ModelSettings
+from evalframe.models.settings import ModelSettings
 from evalframe.paths import PROMPTS_DIR
 from evalframe.results.nouns import ScoreResult
 from evalframe.scorers.base import JudgeScorer, Reply, enum_of, round_half_up, weights_of

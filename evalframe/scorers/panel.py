@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from evalframe.errors import ConfigError
-from evalframe.models.llm import ModelSettings
+from evalframe.models.settings import ModelSettings
 from evalframe.paths import CONF_DIR
 from evalframe.results.nouns import Judgment, ScoreResult
 

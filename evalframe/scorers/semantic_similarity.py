@@ -1,6 +1,6 @@
 """Semantic similarity: cosine of the embeddings of output and ground truth (seed 003).
 
-The model door (llm.LLM.cosines) embeds all texts of a window in a few batched calls per model, not
+The model door (LLM.cosines: embed.py) embeds all texts of a window in a few batched calls per model, not
 one call per row, and answers each (output, ground truth) pair as a step: cached, costed, and replayed
 by a re-score like any judge reply. Each model's score is kept in the item's details and the models
 are aggregated (mean by default).
@@ -18,7 +18,7 @@ from evalframe.data.rows import Row
 from evalframe.errors import ConfigError
 from evalframe.models.calls import StepResult
 from evalframe.models.context import Context
-from evalframe.models.llm import ModelSettings, missing_keys
+from evalframe.models.settings import ModelSettings, missing_keys
 from evalframe.results.nouns import ScoreResult
 from evalframe.scorers.base import Scorer, no_truth
 from evalframe.scorers.panel import Aggregate

@@ -25,8 +25,8 @@ from evalframe.errors import ConfigError
 from evalframe.models.calls import StepResult
 from evalframe.models.context import Context
 from evalframe.models.limits import ModelLimits
-from evalframe.models.llm import ModelSettings
 from evalframe.models.retry import with_retries
+from evalframe.models.settings import ModelSettings
 from evalframe.scorers.prompts import PromptFile, TextTemplate
 
 
