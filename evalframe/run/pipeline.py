@@ -28,7 +28,7 @@ from evalframe.results.nouns import RAW_REPLY_LIMIT, ItemResult, Objective, RunR
 from evalframe.run import flow
 from evalframe.scorers.base import Scorer
 from evalframe.targets.kinds import Target
-from evalframe.tracking import log as tracking
+from evalframe.tracking import log as tracking, sweeps
 
 
 @dataclass
@@ -223,8 +223,8 @@ def evaluate(
     code, checks = gate.evaluate(result, gate_cfg, float(config.get("max_unscored_rate", 0.1)))
     result.verdict, result.facts = gate.verdict(code, checks), summaries.facts(config, result)
     journal.finish(result.means, result.objective, result.verdict, result.facts)
-    html_report.write_run_report(result, journal.directory, tracking.run_name(config))
-    job = tracking.sweep_job()
+    html_report.write_run_report(result, journal.directory, sweeps.run_name(config))
+    job = sweeps.sweep_job()
     if job is None:  # a sweep's job says one line; its tables are in its report and MLflow run
         report.summary(summaries.Summary.of(result), journal.path)
         report.gate(code, checks)
@@ -232,7 +232,7 @@ def evaluate(
     if result.run_id:
         journal.logged(result.run_id)
     if job is not None:
-        report.job(job, tracking.job_label(), result.objective, code or logged)
+        report.job(job, sweeps.job_label(), result.objective, code or logged)
     return result, code or logged
 
 
