@@ -113,10 +113,10 @@ def test_a_sweep_candidate_compares_each_job(
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     baseline = _run(tmp_path, "base", _rows("alpha beta"))
     monkeypatch.delenv(sweeps.PARENT_RUN, raising=False)
-    sweeps.start_parent(uri, "evalframe", "sweep", [])
+    sweeps.start_parent(uri, "evalframe", "sweep", [], notes=[])
     parent = __import__("os").environ[sweeps.PARENT_RUN]
     jobs = [_run(tmp_path, "same", _rows("alpha beta")), _run(tmp_path, "worse", _rows("alpha"))]
-    sweeps.end_parent(uri, None, Objective("token_f1/mean"), tmp_path, [])
+    sweeps.end_parent(uri, None, Objective("token_f1/mean"), tmp_path, [], notes=[])
     assert _compare(tmp_path, baseline, parent) == 1  # one job is worse
     captured = capsys.readouterr()
     assert "comparing each of its 2 jobs" in captured.err

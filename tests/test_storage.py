@@ -313,7 +313,9 @@ def test_runs_of_a_dead_process_are_marked_killed_and_live_ones_left_alone(tmp_p
     elsewhere = client.create_run(
         experiment, tags={store.HOST_TAG: "another-machine", store.PID_TAG: gone.stdout.strip()}
     )
-    store.reap(client, experiment)
+    notes: list[str] = []
+    store.reap(client, experiment, notes)
+    assert notes == []
     assert client.get_run(dead.info.run_id).info.status == "KILLED"
     assert client.get_run(live.info.run_id).info.status == "RUNNING"
     assert client.get_run(elsewhere.info.run_id).info.status == "RUNNING"  # cannot be checked from here

@@ -25,10 +25,10 @@ from evalframe.report import console as report, html as html_report
 from evalframe.results import agreement, gate, intervals, objective as objectives, summary as summaries
 from evalframe.results.journal import Journal
 from evalframe.results.nouns import RAW_REPLY_LIMIT, ItemResult, Objective, RunResult, ScoreResult
-from evalframe.run import flow
+from evalframe.run import flow, tracked
 from evalframe.scorers.base import Scorer
 from evalframe.targets.kinds import Target
-from evalframe.tracking import log as tracking, sweeps
+from evalframe.tracking import sweeps
 
 
 @dataclass
@@ -228,9 +228,7 @@ def evaluate(
     if job is None:  # a sweep's job says one line; its tables are in its report and MLflow run
         report.summary(summaries.Summary.of(result), journal.path)
         report.gate(code, checks)
-    logged = tracking.log(result, config, journal.path, overrides, annotate(result) if annotate else None)
-    if result.run_id:
-        journal.logged(result.run_id)
+    logged = tracked.log(result, config, journal, overrides, annotate(result) if annotate else None)
     if job is not None:
         report.job(job, sweeps.job_label(), result.objective, code or logged)
     return result, code or logged

@@ -141,6 +141,7 @@ def record_exit_code(code: int) -> None:
 
 class SweepCallback(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        from evalframe.report import console as report
         from evalframe.tracking import sweeps
 
         check_objective(config)
@@ -157,16 +158,21 @@ class SweepCallback(Callback):
             uri = str(OmegaConf.select(config, "tracking.uri"))
             experiment = str(OmegaConf.select(config, "tracking.experiment"))
             if not (parent and sweeps.reopen_parent(uri, parent)):
-                parent = sweeps.start_parent(
-                    uri=uri, experiment=experiment, name=f"sweep {sweep_dir.name}", overrides=overrides
-                )
+                with report.notes() as notes:
+                    parent = sweeps.start_parent(
+                        uri=uri,
+                        experiment=experiment,
+                        name=f"sweep {sweep_dir.name}",
+                        overrides=overrides,
+                        notes=notes,
+                    )
         record = {"status": "running", "overrides": redact_overrides(overrides), "parent_run_id": parent}
         _write_marker(sweep_dir, {**record, "host": socket.gethostname(), "pid": os.getpid()})
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         from evalframe.report import console as report, html as html_report
         from evalframe.sweep import holdout
-        from evalframe.tracking import sweeps
+        from evalframe.tracking import store, sweeps
 
         sweep_dir = Path(config.hydra.sweep.dir)
         codes = EXIT_CODES.get()
@@ -189,11 +195,9 @@ class SweepCallback(Callback):
         if (sweep_dir / SWEEP).is_file():
             _write_marker(sweep_dir, {**json.loads((sweep_dir / SWEEP).read_text()), "status": "finished"})
         os.environ.pop(PARALLEL_JOBS, None)
-        sweeps.end_parent(
-            str(OmegaConf.select(config, "tracking.uri")),
-            best,
-            objective,
-            sweep_dir,
-            written,
-            held_out.metrics() if held_out else {},
-        )
+        uri = str(OmegaConf.select(config, "tracking.uri"))
+        extra = held_out.metrics() if held_out else {}
+        with report.notes() as notes:
+            parent = sweeps.end_parent(uri, best, objective, sweep_dir, written, extra, notes=notes)
+        if parent:
+            report.where_to_look(uri, store.display_uri(uri), *parent, what="View the sweep")

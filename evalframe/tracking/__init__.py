@@ -1,5 +1,5 @@
 """MLflow: logging runs, sweeps and comparisons, and reading them back. The only package that imports
-mlflow.
+mlflow, and it prints nothing: what went wrong on the way comes back as notes for the caller to print.
 
 store: URIs, probing and reaping; log: one run; traces: its items' traces and assessments; sweeps: a
 sweep's parent run and its jobs' names; comparison: a comparison as a run; read: runs read back.

@@ -1,6 +1,7 @@
 """One evaluation run to MLflow: its settings as params, its metrics, one table of items and a few
 artifacts (config, prompts, reasons, results.jsonl, report.html), then its items' traces; `log()`
-is the entry.
+is the entry, which says nothing itself: it returns the exit code and where the run went, and its
+warnings and errors come back in the caller's notes.
 
 One run per invocation, logged in a handful of batched calls (params, metrics, one table, a few
 artifacts) rather than one call per item: 1,000 single log_metric calls take seconds.
@@ -12,7 +13,6 @@ import json
 import math
 import os
 import re
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -20,11 +20,11 @@ from typing import Any
 from evalframe.errors import EXIT_OK, EXIT_TRACKING
 from evalframe.models.calls import cut
 from evalframe.redaction import redact, redact_overrides, scrub_text
-from evalframe.report import console as report, html as html_report
+from evalframe.report import html as html_report
 from evalframe.results import summary
 from evalframe.results.nouns import RAW_REPLY_LIMIT, RunResult
-from evalframe.tracking.store import display_uri, fluent_store, holder, reap, store_uri, unavailable
-from evalframe.tracking.sweeps import PARENT_RUN, run_name, sweep_job
+from evalframe.tracking.store import fluent_store, holder, reap, store_uri, unavailable
+from evalframe.tracking.sweeps import PARENT_RUN, run_name
 from evalframe.tracking.traces import trace_items
 
 OVERRIDES_TAG = "evalframe.overrides"  # the run's command line: rescore composes its config again from it
@@ -94,8 +94,9 @@ def log_run(
     run_name: str,
     tags: Mapping[str, str],
     results_file: Path,
+    notes: list[str],
 ) -> tuple[str, str]:
-    """Log one evaluation run. Returns (experiment id, run id).
+    """Log one evaluation run. Returns (experiment id, run id); warnings go to `notes`.
 
     `results_file` is the run's results.jsonl (every item with every step), logged as it is rather
     than serialised a second time.
@@ -105,7 +106,7 @@ def log_run(
     safe = redact(config)
     with fluent_store(uri):
         experiment_id = mlflow.set_experiment(experiment).experiment_id
-        reap(mlflow.MlflowClient(store_uri(uri)), experiment_id)
+        reap(mlflow.MlflowClient(store_uri(uri)), experiment_id, notes)
         parent = os.environ.get(PARENT_RUN)
         # In a sweep each job is a child of the sweep's run: the UI nests them, and its compare view and
         # parallel-coordinates chart show swept params against scores.
@@ -134,7 +135,7 @@ def log_run(
             mlflow.log_text(summary.reasons(result), "reasons.md")
             mlflow.log_artifact(str(results_file))
             log_report(result, results_file.parent, run_name)
-            trace_items(result, config)
+            trace_items(result, config, notes)
             return run.info.experiment_id, run.info.run_id
 
 
@@ -176,12 +177,15 @@ def log(
     results_file: Path,
     overrides: list[str] | None = None,
     extra_tags: Mapping[str, str] | None = None,
-) -> int:
-    """Log a finished run to MLflow, if tracking is on; if that fails the results stay on disk and we
-    say how to retry. Returns the exit code. `overrides` (the command line) is kept as a tag."""
+    *,
+    notes: list[str],
+) -> tuple[int, tuple[str, str] | None]:
+    """Log a finished run to MLflow, if tracking is on; if that fails the results stay on disk, and an
+    error in `notes` says how to retry. Returns the exit code and, when the run was logged, its
+    (experiment id, run id). `overrides` (the command line) is kept as a tag."""
     tracking = config.get("tracking") or {}
     if not tracking.get("enabled"):
-        return EXIT_OK
+        return EXIT_OK, None
     command = json.dumps(redact_overrides(overrides)) if overrides is not None else ""
     verdict = result.verdict
     tags = {
@@ -209,18 +213,16 @@ def log(
                 run_name=name,
                 tags=tags,
                 results_file=results_file,
+                notes=notes,
             )
         except Exception as e:
             problem = f"{type(e).__name__}: {str(e)[:300]}"
     if problem:
-        print(
+        notes.append(
             f"error: could not log to MLflow at {tracking['uri']} ({problem}). "
             f"The results are safe in {results_file}; log them later with: "
-            f"evalframe log-run {results_file.parent}",
-            file=sys.stderr,
+            f"evalframe log-run {results_file.parent}"
         )
-        return EXIT_TRACKING
+        return EXIT_TRACKING, None
     result.run_id = run_id
-    if sweep_job() is None:  # a sweep says where its parent run is, once, at the end
-        report.where_to_look(tracking["uri"], display_uri(tracking["uri"]), experiment_id, run_id)
-    return EXIT_OK
+    return EXIT_OK, (experiment_id, run_id)

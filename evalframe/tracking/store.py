@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import re
 import socket
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -56,10 +55,10 @@ def holder() -> dict[str, str]:
     return {HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid())}
 
 
-def reap(client: Any, experiment_id: str) -> None:
+def reap(client: Any, experiment_id: str, notes: list[str]) -> None:
     """Mark KILLED the runs of the experiment left RUNNING by a process of this machine that is gone,
     so the UI does not show a killed run or sweep as running forever. Runs of other machines cannot be
-    checked and stay as they are."""
+    checked and stay as they are. A failure is a warning in `notes`."""
     try:
         running = client.search_runs([experiment_id], filter_string="attributes.status = 'RUNNING'")
         for run in running:
@@ -68,7 +67,7 @@ def reap(client: Any, experiment_id: str) -> None:
             if tags.get(HOST_TAG) == socket.gethostname() and pid.isdigit() and not alive(int(pid)):
                 client.set_terminated(run.info.run_id, status="KILLED")
     except Exception as e:  # housekeeping: never the reason a run is not logged
-        print(f"warning: could not check for killed MLflow runs ({type(e).__name__}: {e})", file=sys.stderr)
+        notes.append(f"warning: could not check for killed MLflow runs ({type(e).__name__}: {e})")
 
 
 def unavailable(uri: str) -> str | None:

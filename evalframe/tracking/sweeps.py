@@ -6,16 +6,14 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from evalframe.redaction import redact_overrides, scrub_text
-from evalframe.report import console as report
 from evalframe.results.jobs import Best
 from evalframe.results.nouns import Objective
-from evalframe.tracking.store import display_uri, fluent_store, holder, reap, store_uri, unavailable
+from evalframe.tracking.store import fluent_store, holder, reap, store_uri, unavailable
 
 # A sweep hands its jobs, through the environment (joblib's workers inherit it), the parent run's id
 # (each job's run is its child) and the keys it varies (each job's run is named after its values).
@@ -23,20 +21,23 @@ PARENT_RUN = "EVALFRAME_PARENT_RUN_ID"
 SWEPT = "EVALFRAME_SWEPT_KEYS"
 
 
-def start_parent(uri: str, experiment: str, name: str, overrides: list[str]) -> str | None:
+def start_parent(
+    uri: str, experiment: str, name: str, overrides: list[str], *, notes: list[str]
+) -> str | None:
     """Open the sweep's parent run (closed by end_parent when the sweep ends) for its jobs to nest in;
-    returns its id, or None when the store cannot take it (each job then says so and keeps its results)."""
+    returns its id, or None when the store cannot take it (each job then says so and keeps its results).
+    Warnings go to `notes`."""
     import mlflow
     from mlflow.tracking import MlflowClient
 
     problem = unavailable(uri)
     if problem:  # each job then says so and keeps its results for log-run
-        print(f"warning: the sweep is not logged to MLflow: {problem}", file=sys.stderr)
+        notes.append(f"warning: the sweep is not logged to MLflow: {problem}")
         return None
     with fluent_store(uri):
         experiment_id = mlflow.set_experiment(experiment).experiment_id
     client = MlflowClient(store_uri(uri))
-    reap(client, experiment_id)
+    reap(client, experiment_id, notes)
     safe = redact_overrides(overrides)
     run = client.create_run(
         experiment_id,
@@ -71,10 +72,13 @@ def end_parent(
     base: Path,
     files: list[Path],
     extra: Mapping[str, float] | None = None,
-) -> None:
+    *,
+    notes: list[str],
+) -> tuple[str, str] | None:
     """Close the sweep's parent run, if one is open: tagged with the best job's values and objective,
-    with the sweep's report and `extra` metrics (the held-out check's), and say where it is. A tracking
-    outage here must not fail a finished sweep: its files are on disk."""
+    with the sweep's report and `extra` metrics (the held-out check's). Returns its (experiment id, run
+    id), for the caller to say where it is; None when no parent run was open. A tracking outage here
+    must not fail a finished sweep: its files are on disk (a warning in `notes` says what is missing)."""
     import time
 
     from mlflow.entities import Metric, RunTag
@@ -82,7 +86,7 @@ def end_parent(
 
     run_id = os.environ.pop(PARENT_RUN, None)
     if not run_id:
-        return
+        return None
     tags = {"evalframe.sweep.objective": objective.metric, "evalframe.sweep.direction": objective.direction}
     metrics = dict(extra or {})
     if best is not None:
@@ -95,9 +99,8 @@ def end_parent(
     try:
         log_files(uri, run_id, base, files)
     except Exception as e:
-        print(
-            f"warning: could not log {', '.join(p.name for p in files)} to MLflow ({type(e).__name__}: {e})",
-            file=sys.stderr,
+        notes.append(
+            f"warning: could not log {', '.join(p.name for p in files)} to MLflow ({type(e).__name__}: {e})"
         )
     now = int(time.time() * 1000)
     client.log_batch(
@@ -106,8 +109,7 @@ def end_parent(
         tags=[RunTag(k, scrub_text(str(v))) for k, v in tags.items()],
     )
     client.set_terminated(run_id)
-    experiment_id = client.get_run(run_id).info.experiment_id
-    report.where_to_look(uri, display_uri(uri), experiment_id, run_id, what="View the sweep")
+    return str(client.get_run(run_id).info.experiment_id), run_id
 
 
 def log_files(uri: str, run_id: str, base: Path, files: list[Path]) -> None:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -15,19 +14,25 @@ from evalframe.results.nouns import ItemResult, RunResult
 MAX_TRACES = 200
 
 
-def trace_items(result: RunResult, config: Mapping[str, Any]) -> None:
-    """The active run's per-item traces, unless tracking.traces is off; a failure is a warning."""
+def trace_items(result: RunResult, config: Mapping[str, Any], notes: list[str]) -> None:
+    """The active run's per-item traces, unless tracking.traces is off. A failure is a warning in
+    `notes`, as is a run with more items than tracking.max_traces."""
     tracking = config.get("tracking") or {}
     if not tracking.get("traces", True):
         return
     try:
-        log_traces(result, config, tracking.get("max_traces", MAX_TRACES))
+        traced = log_traces(result, config, tracking.get("max_traces", MAX_TRACES))
     except Exception as e:  # the run, its table and its report are logged: say what is missing
-        print(
+        notes.append(
             f"warning: per-item MLflow traces were not logged "
             f"({type(e).__name__}: {str(e)[:300]}); "
-            "items.json has every item. tracking.traces=false turns them off",
-            file=sys.stderr,
+            "items.json has every item. tracking.traces=false turns them off"
+        )
+        return
+    if traced < len(result.items):
+        notes.append(
+            f"MLflow traces: the first {traced} of {len(result.items)} items "
+            "(tracking.max_traces; every item is in items.json)"
         )
 
 
@@ -95,10 +100,4 @@ def log_traces(result: RunResult, config: Mapping[str, Any], limit: int | None) 
                     trace.info.tags["evalframe.item_id"] = item.id
                     trace.info.assessments.extend(_assessments(item, sources))
     mlflow.flush_trace_async_logging()  # before the run ends, and so a later read sees every trace
-    if len(items) < len(result.items):
-        print(
-            f"MLflow traces: the first {len(items)} of {len(result.items)} items "
-            "(tracking.max_traces; every item is in items.json)",
-            file=sys.stderr,
-        )
     return len(items)
