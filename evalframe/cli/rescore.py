@@ -38,7 +38,7 @@ from evalframe.results.nouns import ItemResult, Objective, RunResult
 from evalframe.results.summary import fmt
 from evalframe.run.flow import run_async
 from evalframe.run.pipeline import Given, evaluate, execute, plan
-from evalframe.targets.kinds import Target
+from evalframe.targets.base import Target
 from evalframe.tracking.log import OVERRIDES_TAG
 from evalframe.tracking.read import RESULTS_ARTIFACT, fetch_run
 

@@ -27,7 +27,7 @@ from evalframe.results.journal import Journal
 from evalframe.results.nouns import RAW_REPLY_LIMIT, ItemResult, Objective, RunResult, ScoreResult
 from evalframe.run import flow, tracked
 from evalframe.scorers.base import Scorer
-from evalframe.targets.kinds import Target
+from evalframe.targets.base import Target
 from evalframe.tracking import sweeps
 
 
