@@ -353,6 +353,7 @@ def bench_sweep(base: str, work: Path) -> None:
 
 def bench_logging(work: Path, n: int = 10_000) -> None:
     from evalframe.models.calls import StepResult, Usage
+    from evalframe.report import console as report
     from evalframe.results.nouns import ItemResult, RunResult, ScoreResult
     from evalframe.tracking import log as tracking
 
@@ -392,9 +393,17 @@ def bench_logging(work: Path, n: int = 10_000) -> None:
     # The table, artifacts and report; the per-item traces (200 by default, 45-70 ms each on SQLite)
     # are timed apart by bench/bench_report.py.
     config = compose(["tracking.traces=false"])
-    tracking.log_run(
-        result, config, uri=uri, experiment="bench", run_name="bench", tags={}, results_file=saved
-    )
+    with report.notes() as notes:
+        tracking.log_run(
+            result,
+            config,
+            uri=uri,
+            experiment="bench",
+            run_name="bench",
+            tags={},
+            results_file=saved,
+            notes=notes,
+        )
     print(
         f"(d) logging {n:,} item results to MLflow (SQLite, traces off): "
         f"{time.perf_counter() - started:.2f} s (target <= 2); "

@@ -74,7 +74,7 @@ def bench_report(n: int) -> None:
 def bench_traces(n: int) -> None:
     import mlflow
 
-    from evalframe.tracking import log as tracking
+    from evalframe.tracking import traces
 
     result = synthetic_run(n, seed=1)
     config = {"scorers": {name: {"model": {"name": "openai/gpt-4o-mini"}} for name in SCORERS}}
@@ -82,15 +82,15 @@ def bench_traces(n: int) -> None:
         mlflow.set_tracking_uri(f"sqlite:///{tmp}/mlflow.db")
         mlflow.set_experiment("bench")
         with mlflow.start_run():
-            tracking.log_traces(synthetic_run(3, seed=2), config, None)  # warm-up: store, exporter
+            traces.log_traces(synthetic_run(3, seed=2), config, None)  # warm-up: store, exporter
             start = time.perf_counter()
-            tracking.log_traces(result, config, None)
+            traces.log_traces(result, config, None)
             seconds = time.perf_counter() - start
     per_item = seconds / n * 1000
     print(
         f"MLflow traces on SQLite: {n} items ({len(SCORERS)} feedbacks + 1 expectation each) in "
         f"{seconds:.1f} s = {per_item:.0f} ms per item; "
-        f"tracking.max_traces={tracking.MAX_TRACES} adds about {per_item * tracking.MAX_TRACES / 1000:.0f} s"
+        f"tracking.max_traces={traces.MAX_TRACES} adds about {per_item * traces.MAX_TRACES / 1000:.0f} s"
     )
 
 

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from evalframe.results.nouns import RunResult, ScorerSummary
     from evalframe.run.pipeline import Given
     from evalframe.scorers.base import Scorer
-    from evalframe.targets.kinds import Target
+    from evalframe.targets.base import Target
 
 # A LiteLLM model string's provider -> the model preset carrying its key variable and defaults.
 _PROVIDER_PRESET = {
@@ -276,7 +276,8 @@ def _prepare(
     from evalframe.data import rows as datasets
     from evalframe.results import journal
     from evalframe.run.pipeline import Given
-    from evalframe.targets.kinds import PythonTarget, Target
+    from evalframe.targets.base import Target
+    from evalframe.targets.python import PythonTarget
 
     named, objects = _split_scorers(scorers)
     in_memory = data is not None and not isinstance(data, str | Path)
@@ -445,7 +446,7 @@ def evaluate(
         ({"input": "question"}), `limit` keeps the first N rows.
     scorers: "answer_similarity", a list of names and Scorer objects, or {name: {option: value}}.
     target: a function `input -> answer` (sync or async), "module:function", a Target object
-        (evalframe.targets.kinds.HTTPTarget, PythonTarget(fn, pass_row=True), ...), or None for the outputs
+        (evalframe.targets.HTTPTarget, PythonTarget(fn, pass_row=True), ...), or None for the outputs
         recorded in the data's `output` column.
     model: the judge: a preset ("gpt", "claude", ...), a LiteLLM model string, or a dict of settings.
     penalties: a preset ("strict") or a dict of weights over the defaults.
@@ -505,7 +506,7 @@ async def evaluate_async(
     """`evaluate` for async code (same arguments): the run works on a worker thread while your loop
     stays free, and an async target function runs on your loop, where its clients and pools live."""
     prepared = _prepare(**locals())  # first statement: locals() are exactly the arguments
-    from evalframe.targets.kinds import PythonTarget
+    from evalframe.targets.python import PythonTarget
 
     if isinstance(prepared.given.target, PythonTarget):
         prepared.given.target.run_on(asyncio.get_running_loop())

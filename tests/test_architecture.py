@@ -136,3 +136,20 @@ def test_litellm_mlflow_and_jinja2_each_have_one_door() -> None:
 
 def test_the_pipeline_reads_in_one_sitting() -> None:
     assert len(MODULES["run.pipeline"].read_text().splitlines()) <= 250
+
+
+def test_tracking_prints_nothing() -> None:
+    """Tracking hands back its warnings (notes) and where a run went; its callers print them."""
+    printing = sorted(
+        m
+        for m in MODULES
+        if package(m) == "tracking"
+        and (
+            "report.console" in imports(m)["inside"]
+            or any(
+                isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print"
+                for node in ast.walk(ast.parse(MODULES[m].read_text()))
+            )
+        )
+    )
+    assert printing == []

@@ -15,7 +15,7 @@ from mlflow.tracking import MlflowClient
 from evalframe import evaluate
 from evalframe.cli import compare
 from evalframe.results.nouns import Objective
-from evalframe.tracking import log as tracking
+from evalframe.tracking import sweeps
 
 TRUTH = "alpha beta gamma delta"
 
@@ -112,17 +112,11 @@ def test_a_sweep_candidate_compares_each_job(
 ) -> None:
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     baseline = _run(tmp_path, "base", _rows("alpha beta"))
-    monkeypatch.delenv(tracking.PARENT_RUN, raising=False)
-    tracking.start_parent(uri, "evalframe", "sweep", [])
-    parent = __import__("os").environ[tracking.PARENT_RUN]
+    monkeypatch.delenv(sweeps.PARENT_RUN, raising=False)
+    sweeps.start_parent(uri, "evalframe", "sweep", [], notes=[])
+    parent = __import__("os").environ[sweeps.PARENT_RUN]
     jobs = [_run(tmp_path, "same", _rows("alpha beta")), _run(tmp_path, "worse", _rows("alpha"))]
-    tracking.end_parent(
-        uri,
-        None,
-        Objective("token_f1/mean"),
-        tmp_path,
-        [],
-    )
+    sweeps.end_parent(uri, None, Objective("token_f1/mean"), tmp_path, [], notes=[])
     assert _compare(tmp_path, baseline, parent) == 1  # one job is worse
     captured = capsys.readouterr()
     assert "comparing each of its 2 jobs" in captured.err

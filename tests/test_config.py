@@ -12,7 +12,7 @@ import pytest
 from evalframe.paths import CONF_DIR, PROMPTS_DIR, SAMPLE_DATASET
 from evalframe.results.nouns import RunResult
 from evalframe.run import pipeline
-from evalframe.tracking import log as tracking
+from evalframe.tracking import sweeps
 from tests.conftest import Judge, compose, fake_model
 from tests.scripted import ScriptedModel
 from tests.testserver import FakeLLMServer
@@ -293,4 +293,4 @@ def test_tracking_mlflow_logs_to_the_configured_uri(scripted: ScriptedModel, tmp
 )
 def test_a_run_on_your_file_is_named_after_its_stem(dataset: str, name: str) -> None:
     config = {"dataset": {"name": dataset}, "scorers": {"exact_match": {}, "token_f1": {}}, "tracking": {}}
-    assert tracking.run_name(config) == f"{name}-exact_match+token_f1"
+    assert sweeps.run_name(config) == f"{name}-exact_match+token_f1"

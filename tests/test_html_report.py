@@ -203,6 +203,7 @@ def test_log_run_logs_the_report_and_one_trace_per_item_with_assessments(tmp_pat
         "scorers": {"answer_similarity": {"model": {"name": "openai/gpt-4o-mini"}}},
         "tracking": {"traces": True, "max_traces": 3},
     }
+    notes: list[str] = []
     experiment_id, run_id = tracking.log_run(
         _result(5),
         config,
@@ -211,6 +212,7 @@ def test_log_run_logs_the_report_and_one_trace_per_item_with_assessments(tmp_pat
         run_name="r",
         tags={},
         results_file=results,
+        notes=notes,
     )
     client = MlflowClient(uri)
     artifacts = {a.path for a in client.list_artifacts(run_id)}
@@ -223,6 +225,9 @@ def test_log_run_logs_the_report_and_one_trace_per_item_with_assessments(tmp_pat
 
     traces = client.search_traces(locations=[experiment_id], run_id=run_id, max_results=50)
     assert len(traces) == 3  # tracking.max_traces
+    assert notes == [
+        "MLflow traces: the first 3 of 5 items (tracking.max_traces; every item is in items.json)"
+    ]
     by_input = {json.loads(t.info.request_preview)["input"]: t for t in traces}
     assert set(by_input) == {"question 0", "question 1", "question 2"}
     hostile = {a.name: a for a in by_input["question 1"].info.assessments}

@@ -13,7 +13,7 @@ import pytest
 from evalframe.cli.rescore import replayed
 from evalframe.results.journal import read_items
 from evalframe.run import pipeline
-from evalframe.tracking import log as tracking
+from evalframe.tracking.log import prompts_log
 from tests.conftest import compose, fake_model
 from tests.fake_judge import judge
 from tests.testserver import FakeLLMServer, FakeRequest
@@ -97,5 +97,5 @@ def test_mlflow_prompts_log_cuts_long_messages(
     result, _ = pipeline.evaluate(config, tmp_path)
     [item] = result.items
     item.scores["answer_similarity"].steps[0].messages[-1]["content"] += PAD  # a prompt quoting a huge reply
-    log = tracking.prompts_log(result, limit=5000)
+    log = prompts_log(result, limit=5000)
     assert PAD not in log and "message cut: " in log

@@ -18,7 +18,7 @@ from evalframe.models.calls import Message, Stats, StepResult
 from evalframe.models.llm import LLM, response_format
 from evalframe.models.settings import ModelSettings
 from evalframe.scorers.answer_similarity import Analysis, Penalties, SemanticUnits, score
-from evalframe.tracking.log import fetch_run
+from evalframe.tracking.read import fetch_run
 from tests.conftest import fake_model, run_cli
 from tests.test_answer_relevancy import relevancy_judge
 from tests.test_ground_truth_similarity import compare_judge

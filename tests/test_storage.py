@@ -300,7 +300,7 @@ def test_runs_of_a_dead_process_are_marked_killed_and_live_ones_left_alone(tmp_p
 
     from mlflow.tracking import MlflowClient
 
-    from evalframe.tracking import log as tracking
+    from evalframe.tracking import store
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = MlflowClient(uri)
@@ -308,12 +308,14 @@ def test_runs_of_a_dead_process_are_marked_killed_and_live_ones_left_alone(tmp_p
     gone = subprocess.run(
         [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
     )
-    dead = client.create_run(experiment, tags={**tracking._holder(), tracking.PID_TAG: gone.stdout.strip()})
-    live = client.create_run(experiment, tags=tracking._holder())
+    dead = client.create_run(experiment, tags={**store.holder(), store.PID_TAG: gone.stdout.strip()})
+    live = client.create_run(experiment, tags=store.holder())
     elsewhere = client.create_run(
-        experiment, tags={tracking.HOST_TAG: "another-machine", tracking.PID_TAG: gone.stdout.strip()}
+        experiment, tags={store.HOST_TAG: "another-machine", store.PID_TAG: gone.stdout.strip()}
     )
-    tracking.reap(client, experiment)
+    notes: list[str] = []
+    store.reap(client, experiment, notes)
+    assert notes == []
     assert client.get_run(dead.info.run_id).info.status == "KILLED"
     assert client.get_run(live.info.run_id).info.status == "RUNNING"
     assert client.get_run(elsewhere.info.run_id).info.status == "RUNNING"  # cannot be checked from here

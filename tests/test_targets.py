@@ -18,7 +18,8 @@ import pytest
 from evalframe import evaluate
 from evalframe.data.rows import Row
 from evalframe.errors import ConfigError, PromptError
-from evalframe.targets.kinds import HTTPTarget, PythonTarget, extract
+from evalframe.targets import HTTPTarget, PythonTarget
+from evalframe.targets.http import extract
 from tests.conftest import compose, run_cli, run_process
 
 ROWS = [

@@ -18,7 +18,7 @@ import pytest
 
 from evalframe.errors import EXIT_TRACKING
 from evalframe.run import pipeline
-from evalframe.tracking import log as tracking
+from evalframe.tracking.store import unavailable
 from tests.conftest import _LEAKY, compose, fake_model
 from tests.scripted import ScriptedModel
 from tests.testserver import FakeLLMServer
@@ -72,9 +72,9 @@ def test_a_writable_store_passes_the_check_untouched(tmp_path: Path) -> None:
     import sqlite3
 
     db = tmp_path / "mlflow.db"
-    assert tracking.unavailable(f"sqlite:///{db}") is None  # a new database in a writable directory
+    assert unavailable(f"sqlite:///{db}") is None  # a new database in a writable directory
     sqlite3.connect(db).execute("CREATE TABLE runs (x)").connection.commit()
-    assert tracking.unavailable(f"sqlite:///{db}") is None
+    assert unavailable(f"sqlite:///{db}") is None
     tables = sqlite3.connect(db).execute("SELECT name FROM sqlite_master").fetchall()
     assert tables == [("runs",)]  # the write check was rolled back
 

@@ -21,7 +21,8 @@ from evalframe.report import console as report, html as html_report
 from evalframe.results.comparison import Comparison, compare
 from evalframe.results.journal import read_items
 from evalframe.results.nouns import ItemResult
-from evalframe.tracking import log as tracking
+from evalframe.tracking.comparison import log_comparison
+from evalframe.tracking.read import fetch_run, sweep_children
 
 USAGE = (
     "usage: python -m evalframe compare baseline=RUN_ID candidate=RUN_ID "
@@ -56,7 +57,7 @@ def _default_uri() -> str:
 def _items(uri: str, role: str, run_id: str, scratch: Path) -> tuple[str, list[ItemResult]]:
     """A run's experiment and items, or a ConfigError naming which side is wrong."""
     try:
-        logged = tracking.fetch_run(uri, run_id, scratch / run_id)
+        logged = fetch_run(uri, run_id, scratch / run_id)
     except ConfigError as e:
         raise ConfigError(f"{role}={run_id}: {e}") from None
     return logged.experiment_id, read_items(logged.results_file)
@@ -71,7 +72,7 @@ def run(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory(prefix="evalframe-compare-") as scratch:
         experiment_id, baseline = _items(uri, "baseline", baseline_id, Path(scratch))
         try:
-            jobs = tracking.sweep_children(uri, args["candidate"])
+            jobs = sweep_children(uri, args["candidate"])
         except ConfigError as e:
             raise ConfigError(f"candidate={args['candidate']}: {e}") from None
         if jobs:
@@ -97,7 +98,7 @@ def run(argv: list[str]) -> int:
     code = EXIT_OK
     for found in comparisons:
         try:
-            run_id = tracking.log_comparison(uri, experiment_id, found, written)
+            run_id = log_comparison(uri, experiment_id, found, written)
             print(f"logged to MLflow at {uri} as run {run_id}")
         except Exception as e:  # the comparison is printed and on disk; say what is missing
             print(

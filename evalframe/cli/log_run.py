@@ -15,8 +15,7 @@ from evalframe.results.agreement import with_agreement
 from evalframe.results.intervals import with_intervals
 from evalframe.results.journal import LOGGED, MANIFEST, Journal, read_items
 from evalframe.results.nouns import RunResult, Verdict
-from evalframe.run import pipeline
-from evalframe.tracking import log as tracking
+from evalframe.run import pipeline, tracked
 
 USAGE = "usage: evalframe log-run RUN_DIR [--again] [tracking.uri=...]"
 
@@ -60,7 +59,4 @@ def log_saved_run(directory: Path, tracking_cfg: Mapping[str, Any], again: bool 
         result.verdict = Verdict(int(gate["exit_code"]), tuple(gate["failed"]))
     result.facts = dict(manifest.get("about") or {})
     print(f"logging {len(items)} items from {journal.path}", file=sys.stderr)
-    code = tracking.log(result, saved, journal.path, manifest.get("overrides"))
-    if result.run_id:
-        journal.logged(result.run_id)
-    return code
+    return tracked.log(result, saved, journal, manifest.get("overrides"))

@@ -38,8 +38,9 @@ from evalframe.results.nouns import ItemResult, Objective, RunResult
 from evalframe.results.summary import fmt
 from evalframe.run.flow import run_async
 from evalframe.run.pipeline import Given, evaluate, execute, plan
-from evalframe.targets.kinds import Target
-from evalframe.tracking import log as tracking
+from evalframe.targets.base import Target
+from evalframe.tracking.log import OVERRIDES_TAG
+from evalframe.tracking.read import RESULTS_ARTIFACT, fetch_run
 
 USAGE = "usage: python -m evalframe rescore run_id=<MLflow run id> [overrides, e.g. penalties.missing=0.3]"
 RESCORED_FROM_TAG = "evalframe.rescored_from"
@@ -124,8 +125,8 @@ def command_line(argv: list[str], download: Path) -> list[str]:
     uri = configs.compose([o for o in new if _top(o) == "tracking"]).get("tracking", {}).get("uri")
     if not uri:
         raise ConfigError("rescore reads the run from MLflow: set tracking.uri=... (tracking=none has none)")
-    logged = tracking.fetch_run(str(uri), run_id, download, require_tag=tracking.OVERRIDES_TAG)
-    old = [str(o) for o in json.loads(logged.tags[tracking.OVERRIDES_TAG])]
+    logged = fetch_run(str(uri), run_id, download, require_tag=OVERRIDES_TAG)
+    old = [str(o) for o in json.loads(logged.tags[OVERRIDES_TAG])]
     new_overrides = [o for o in new if o not in old]
     os.environ[LOGGED_RUN] = json.dumps(
         asdict(
@@ -256,7 +257,7 @@ def main(config: dict[str, Any], output_dir: Path, overrides: list[str]) -> tupl
     items = read_items(Path(logged.results_file))
     if not items:
         raise ConfigError(f"run {run_id}: its results.jsonl holds no items to re-score")
-    source = f"run {run_id} ({tracking.RESULTS_ARTIFACT})"
+    source = f"run {run_id} ({RESULTS_ARTIFACT})"
     changes = " ".join(logged.new) or "its own config"
     if not config["tracking"].get("run_name"):
         config["tracking"]["run_name"] = f"{logged.name} rescored"

@@ -11,7 +11,8 @@ import sys
 
 from evalframe.config import compose as configs
 from evalframe.errors import ConfigError
-from evalframe.tracking import log as tracking
+from evalframe.tracking.read import last_run
+from evalframe.tracking.store import display_uri
 
 DEFAULT_PORT = 5000
 HOST = "127.0.0.1"
@@ -36,10 +37,10 @@ def main(args: list[str]) -> int:
     uri, experiment = str(settings["uri"]), str(settings["experiment"])
     if uri.startswith(("http://", "https://")):
         # A tracking server has its own UI: nothing to start here.
-        print(f"runs are on the MLflow server {tracking.display_uri(uri)}; open it in a browser")
+        print(f"runs are on the MLflow server {display_uri(uri)}; open it in a browser")
         return 0
     base = f"http://{HOST}:{port}"
-    last = tracking.last_run(uri, experiment)
+    last = last_run(uri, experiment)
     where = (
         f"last run: {base}/#/experiments/{last[0]}/runs/{last[1]}"
         if last

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -247,6 +248,18 @@ def holdout(h: Holdout) -> None:
     console.print("\n".join(lines[:-1]), markup=False, highlight=False)
     colour = {"better": "green", "worse": "red"}.get(h.outcome, "yellow")
     console.print(f"[{colour}]{escape(lines[-1])}[/{colour}]")
+
+
+@contextmanager
+def notes() -> Iterator[list[str]]:
+    """A list for the warnings and errors that tracking hands back (it prints nothing), printed to
+    stderr one a line, in order, on the way out: also when what filled it then failed."""
+    lines: list[str] = []
+    try:
+        yield lines
+    finally:
+        for line in lines:
+            print(line, file=sys.stderr)
 
 
 def where_to_look(uri: str, shown_uri: str, experiment_id: str, run_id: str, what: str = "View") -> None:

@@ -25,10 +25,10 @@ from evalframe.report import console as report, html as html_report
 from evalframe.results import agreement, gate, intervals, objective as objectives, summary as summaries
 from evalframe.results.journal import Journal
 from evalframe.results.nouns import RAW_REPLY_LIMIT, ItemResult, Objective, RunResult, ScoreResult
-from evalframe.run import flow
+from evalframe.run import flow, tracked
 from evalframe.scorers.base import Scorer
-from evalframe.targets.kinds import Target
-from evalframe.tracking import log as tracking
+from evalframe.targets.base import Target
+from evalframe.tracking import sweeps
 
 
 @dataclass
@@ -223,16 +223,14 @@ def evaluate(
     code, checks = gate.evaluate(result, gate_cfg, float(config.get("max_unscored_rate", 0.1)))
     result.verdict, result.facts = gate.verdict(code, checks), summaries.facts(config, result)
     journal.finish(result.means, result.objective, result.verdict, result.facts)
-    html_report.write_run_report(result, journal.directory, tracking.run_name(config))
-    job = tracking.sweep_job()
+    html_report.write_run_report(result, journal.directory, sweeps.run_name(config))
+    job = sweeps.sweep_job()
     if job is None:  # a sweep's job says one line; its tables are in its report and MLflow run
         report.summary(summaries.Summary.of(result), journal.path)
         report.gate(code, checks)
-    logged = tracking.log(result, config, journal.path, overrides, annotate(result) if annotate else None)
-    if result.run_id:
-        journal.logged(result.run_id)
+    logged = tracked.log(result, config, journal, overrides, annotate(result) if annotate else None)
     if job is not None:
-        report.job(job, tracking.job_label(), result.objective, code or logged)
+        report.job(job, sweeps.job_label(), result.objective, code or logged)
     return result, code or logged
 
 

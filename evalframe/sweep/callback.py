@@ -141,10 +141,11 @@ def record_exit_code(code: int) -> None:
 
 class SweepCallback(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        from evalframe.tracking import log as tracking
+        from evalframe.report import console as report
+        from evalframe.tracking import sweeps
 
         check_objective(config)
-        os.environ[tracking.SWEPT] = json.dumps(sweep_keys(config))
+        os.environ[sweeps.SWEPT] = json.dumps(sweep_keys(config))
         sweep_dir = Path(config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
         overrides = list(config.hydra.overrides.task)
@@ -156,17 +157,22 @@ class SweepCallback(Callback):
         if OmegaConf.select(config, "tracking.enabled"):
             uri = str(OmegaConf.select(config, "tracking.uri"))
             experiment = str(OmegaConf.select(config, "tracking.experiment"))
-            if not (parent and tracking.reopen_parent(uri, parent)):
-                parent = tracking.start_parent(
-                    uri=uri, experiment=experiment, name=f"sweep {sweep_dir.name}", overrides=overrides
-                )
+            if not (parent and sweeps.reopen_parent(uri, parent)):
+                with report.notes() as notes:
+                    parent = sweeps.start_parent(
+                        uri=uri,
+                        experiment=experiment,
+                        name=f"sweep {sweep_dir.name}",
+                        overrides=overrides,
+                        notes=notes,
+                    )
         record = {"status": "running", "overrides": redact_overrides(overrides), "parent_run_id": parent}
         _write_marker(sweep_dir, {**record, "host": socket.gethostname(), "pid": os.getpid()})
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         from evalframe.report import console as report, html as html_report
         from evalframe.sweep import holdout
-        from evalframe.tracking import log as tracking
+        from evalframe.tracking import store, sweeps
 
         sweep_dir = Path(config.hydra.sweep.dir)
         codes = EXIT_CODES.get()
@@ -179,7 +185,7 @@ class SweepCallback(Callback):
         best = best_of(sweep_dir, jobs, objective, swept)
         report.sweep(jobs, swept, objective)
         report.best(best, objective)
-        os.environ.pop(tracking.SWEPT, None)
+        os.environ.pop(sweeps.SWEPT, None)
         held_out = holdout.check(config, sweep_dir, best, swept, objective)
         if held_out is not None:
             report.holdout(held_out)
@@ -189,11 +195,9 @@ class SweepCallback(Callback):
         if (sweep_dir / SWEEP).is_file():
             _write_marker(sweep_dir, {**json.loads((sweep_dir / SWEEP).read_text()), "status": "finished"})
         os.environ.pop(PARALLEL_JOBS, None)
-        tracking.end_parent(
-            str(OmegaConf.select(config, "tracking.uri")),
-            best,
-            objective,
-            sweep_dir,
-            written,
-            held_out.metrics() if held_out else {},
-        )
+        uri = str(OmegaConf.select(config, "tracking.uri"))
+        extra = held_out.metrics() if held_out else {}
+        with report.notes() as notes:
+            parent = sweeps.end_parent(uri, best, objective, sweep_dir, written, extra, notes=notes)
+        if parent:
+            report.where_to_look(uri, store.display_uri(uri), *parent, what="View the sweep")

@@ -1,0 +1,144 @@
+"""The `python` target: the user's function called for each row (named as `module:function` in the
+config, or given as an object by the Python API), sync in worker threads or async on the caller's loop."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import importlib
+import inspect
+import time
+import traceback
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from evalframe.data.rows import Row, _text
+from evalframe.errors import ConfigError
+from evalframe.models.calls import StepResult
+from evalframe.models.context import Context
+from evalframe.targets.base import Target, error_text
+
+
+def resolve_callable(path: str, key: str) -> Callable[..., Any]:
+    """`package.module:function` (or `package.module.function`) -> the function; errors name `key`."""
+    module_name, sep, attribute = path.partition(":")
+    if not sep:
+        module_name, _, attribute = path.rpartition(".")
+    if not module_name or not attribute:
+        raise ConfigError(f"{key}={path!r}: name a function as module:function, e.g. mypkg.agent:answer")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as e:
+        raise ConfigError(
+            f"{key}={path!r}: cannot import {module_name!r} ({e}); run from the directory that holds it "
+            "or add that directory to PYTHONPATH"
+        ) from None
+    except Exception as e:  # the user's module failed while importing: say where, keep it short
+        raise ConfigError(f"{key}={path!r}: importing {module_name!r} failed: {type(e).__name__}: {e}") from e
+    found: Any = module
+    for part in attribute.split("."):
+        if not hasattr(found, part):
+            raise ConfigError(f"{key}={path!r}: {module_name!r} has no {attribute!r}")
+        found = getattr(found, part)
+    if not callable(found):
+        raise ConfigError(f"{key}={path!r} is a {type(found).__name__}, not a function")
+    return found
+
+
+def _is_async(fn: Callable[..., Any]) -> bool:
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))  # noqa: B004
+
+
+def _where(e: BaseException) -> str:
+    """Where the user's code raised (its last frame): the first thing to look at, kept with the item."""
+    frames = traceback.extract_tb(e.__traceback__)
+    return f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+
+
+class PythonTarget(Target):
+    """Call your function for each row: `fn(input) -> answer`, or `fn(input, row)` with pass_row (row:
+    every column of the dataset row). Async functions are awaited; sync ones run in worker threads.
+    Either way at most `concurrency` calls run at once. An exception leaves that item unscored, with the
+    error; a non-string answer becomes JSON text, as non-string dataset values do."""
+
+    reports_progress = True
+    chunk = 16  # the rows of one outputs() call share its thread pool
+
+    def __init__(self, fn: str | Callable[..., Any], pass_row: bool = False, timeout: float | None = None):
+        self.fn = resolve_callable(fn, "target.fn") if isinstance(fn, str) else fn
+        if not callable(self.fn):
+            raise ConfigError(f"target.fn is a {type(self.fn).__name__}, not a function")
+        self.pass_row = pass_row
+        self.timeout = timeout
+        self.is_async = _is_async(self.fn)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._check_arguments()
+
+    def run_on(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Run an async function's coroutines on `loop`: evaluate_async works on a thread of its own,
+        but the caller's coroutines belong on the caller's loop, with their clients and pools."""
+        self._loop = loop
+
+    @property
+    def name(self) -> str:
+        return f"{getattr(self.fn, '__module__', '?')}:{getattr(self.fn, '__qualname__', repr(self.fn))}"
+
+    def identity(self) -> str:
+        try:
+            return inspect.getsource(self.fn)
+        except (OSError, TypeError):  # defined in a REPL, a builtin: its name is all there is
+            return self.name
+
+    def _check_arguments(self) -> None:
+        try:
+            signature = inspect.signature(self.fn)
+        except (TypeError, ValueError):  # some builtins have no signature: nothing to check
+            return
+        given: tuple[Any, ...] = ("input", {}) if self.pass_row else ("input",)
+        try:
+            signature.bind(*given)
+        except TypeError:
+            wanted = "fn(input, row)" if self.pass_row else "fn(input)"
+            raise ConfigError(
+                f"target.fn={self.name} has the signature {signature}; it is called as {wanted}"
+                + ("" if self.pass_row else ", or as fn(input, row) with target.pass_row=true")
+            ) from None
+
+    async def outputs(self, rows: list[Row], ctx: Context) -> list[tuple[str, StepResult | None]]:
+        # Threads are made as needed, and the limiter keeps at most `concurrency` of them busy.
+        pool = ThreadPoolExecutor(max_workers=max(1, min(len(rows), 256)), thread_name_prefix="evalframe-fn")
+        try:
+            return list(await asyncio.gather(*(self._one(row, ctx, pool) for row in rows)))
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    async def _one(self, row: Row, ctx: Context, pool: ThreadPoolExecutor) -> tuple[str, StepResult | None]:
+        step = StepResult("target", messages=[], attempts=1)
+        args = (row.input, dict(row.extra)) if self.pass_row else (row.input,)
+        value: Any = None
+        async with ctx.limiter:
+            started = time.perf_counter()
+            try:
+                value = await asyncio.wait_for(self._call(args, pool), self.timeout)
+            except asyncio.TimeoutError:  # the builtin TimeoutError only from 3.11 on
+                step.error = f"{self.name} did not return within target.timeout={self.timeout} s"
+            except Exception as e:
+                step.error = f"{self.name} raised {error_text(e)}{_where(e)}"
+            step.latency = time.perf_counter() - started
+        ctx.advance()
+        if step.error is None and value is None:
+            step.error = f"{self.name} returned None; return the answer (a string)"
+        if step.error is not None:
+            return "", step
+        step.raw = _text(value)
+        return step.raw or "", step
+
+    async def _call(self, args: tuple[Any, ...], pool: ThreadPoolExecutor) -> Any:
+        loop = asyncio.get_running_loop()
+        if self.is_async:
+            if self._loop is not None and self._loop is not loop:
+                return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self.fn(*args), self._loop))
+            return await self.fn(*args)
+        value = await loop.run_in_executor(pool, functools.partial(self.fn, *args))
+        return await value if inspect.isawaitable(value) else value  # a sync wrapper returning a coroutine

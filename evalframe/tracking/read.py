@@ -1,0 +1,118 @@
+"""Runs read back from MLflow: a logged run with its results.jsonl (what rescore and compare start
+from), the newest run of an experiment (`evalframe ui`), a sweep's child runs. Reading never creates
+a store, and every failure is a ConfigError naming what to check."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from evalframe.errors import ConfigError
+from evalframe.tracking.store import store_uri
+
+RESULTS_ARTIFACT = "results.jsonl"  # every item with every step result, as the run's journal wrote it
+
+
+@dataclass
+class LoggedRun:
+    """A run as MLflow holds it, with its results.jsonl downloaded (what `rescore` starts from)."""
+
+    run_id: str
+    name: str
+    experiment_id: str
+    tags: dict[str, str]
+    metrics: dict[str, float]
+    results_file: Path
+
+
+def _client(uri: str) -> Any:
+    """A client for reading an existing store: never one that creates an empty store on the way."""
+    from mlflow.tracking import MlflowClient
+
+    database = uri.removeprefix("sqlite:///") if uri.startswith("sqlite:///") else None
+    if database is not None and not Path(database).is_file():
+        raise ConfigError(
+            f"no MLflow database at {Path(database).resolve()}: check tracking.uri ({uri}), or run from "
+            "the directory that holds the run's mlflow.db"
+        )
+    return MlflowClient(tracking_uri=store_uri(uri))
+
+
+def last_run(uri: str, experiment: str) -> tuple[str, str] | None:
+    """(experiment id, run id) of the newest run in `experiment`, or None when there is none yet."""
+    try:
+        client = _client(uri)
+    except ConfigError:  # no database yet: the UI starts on an empty store
+        return None
+    found = client.get_experiment_by_name(experiment)
+    if found is None:
+        return None
+    runs = client.search_runs([found.experiment_id], order_by=["attribute.start_time DESC"], max_results=1)
+    return (found.experiment_id, runs[0].info.run_id) if runs else None
+
+
+def _get_run(client: Any, uri: str, run_id: str) -> Any:
+    from mlflow.exceptions import MlflowException
+
+    try:
+        return client.get_run(run_id)
+    except MlflowException as e:
+        if e.error_code == "RESOURCE_DOES_NOT_EXIST":
+            raise ConfigError(
+                f"run_id={run_id}: no such run in the MLflow store at {uri}; copy the id from the run's "
+                "page (Overview: Run ID), or point at the store it was logged to with tracking.uri=..."
+            ) from None
+        raise ConfigError(
+            f"cannot read run {run_id} from MLflow at {uri}; check tracking.uri and that the server is up "
+            f"({str(e)[:300]})"
+        ) from None
+    except Exception as e:  # a server that is down, a database file that cannot be opened
+        raise ConfigError(
+            f"cannot reach MLflow at {uri} ({type(e).__name__}: {str(e)[:300]}); check tracking.uri"
+        ) from None
+
+
+def fetch_run(uri: str, run_id: str, directory: Path, require_tag: str | None = None) -> LoggedRun:
+    """A logged run's tags, metrics and results.jsonl (downloaded into `directory`).
+
+    Every failure is a ConfigError naming what to check: the id, the store, the tag, or the artifact.
+    """
+    client = _client(uri)
+    run = _get_run(client, uri, run_id)
+    if require_tag and require_tag not in run.data.tags:
+        raise ConfigError(
+            f"run {run_id} was logged without its command line (tag {require_tag}; an older evalframe "
+            "logged it), so its config cannot be composed again: run it again normally, then rescore that run"
+        )
+    names = {a.path for a in client.list_artifacts(run_id)}
+    if RESULTS_ARTIFACT not in names:
+        raise ConfigError(
+            f"run {run_id} has no {RESULTS_ARTIFACT} artifact (it was not logged by evalframe, or its "
+            "artifacts were deleted): it has no stored judge replies to re-score; run it again normally"
+        )
+    directory.mkdir(parents=True, exist_ok=True)
+    local = client.download_artifacts(run_id, RESULTS_ARTIFACT, str(directory))
+    return LoggedRun(
+        run_id=run.info.run_id,
+        name=run.info.run_name or run_id,
+        experiment_id=run.info.experiment_id,
+        tags=dict(run.data.tags),
+        metrics=dict(run.data.metrics),
+        results_file=Path(local),
+    )
+
+
+def sweep_children(uri: str, run_id: str) -> list[str]:
+    """The child runs of a sweep's parent run, in launch order; [] for a run that is no sweep. An
+    unknown id or an unreachable store is a ConfigError."""
+    client = _client(uri)
+    run = _get_run(client, uri, run_id)
+    if run.data.tags.get("evalframe.sweep") != "true":
+        return []
+    children = client.search_runs(
+        [run.info.experiment_id],
+        filter_string=f"tags.`mlflow.parentRunId` = '{run_id}'",
+        order_by=["attributes.start_time ASC"],
+    )
+    return [child.info.run_id for child in children]

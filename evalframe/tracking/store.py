@@ -1,0 +1,111 @@
+"""The MLflow store: its URI made absolute and fit to print, whether it can take a run (found within
+seconds), MLflow's fluent API pointed at it for one block, and runs left RUNNING by a dead process reaped."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from evalframe.models.cache import alive
+from evalframe.redaction import REDACTED
+
+# How long a tracking server gets to answer one probe before the run is logged as failed: MLflow's own
+# client would wait minutes on a server that accepts connections and never answers.
+PROBE_TIMEOUT = 5.0
+# Which process holds a run open: a RUNNING run whose process is gone (SIGKILL, power loss) is stale.
+HOST_TAG, PID_TAG = "evalframe.host", "evalframe.pid"
+
+
+def store_uri(uri: str) -> str:
+    """`uri` with a relative SQLite path made absolute: MLflow keeps one store per URI string for the
+    life of the process, so `sqlite:///mlflow.db` would go on writing to the database of the first
+    working directory it was used in (the Python API and tests change directory between runs)."""
+    if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
+        return f"sqlite:///{Path(uri.removeprefix('sqlite:///')).resolve()}"
+    return uri
+
+
+def display_uri(uri: str) -> str:
+    """A tracking URI fit to print: credentials in it (https://user:token@host) are blanked."""
+    return re.sub(r"(?<=://)[^/@]+@", f"{REDACTED}@", uri)
+
+
+@contextmanager
+def fluent_store(uri: str) -> Iterator[None]:
+    """MLflow's fluent API (set_experiment, start_run, log_*) on `uri` for one block. Its
+    set_tracking_uri also exports MLFLOW_TRACKING_URI, which the next run in this process (the Python
+    API, a test) would take for its own default store: what was exported before is put back."""
+    import mlflow
+
+    exported = os.environ.get("MLFLOW_TRACKING_URI")
+    mlflow.set_tracking_uri(store_uri(uri))
+    try:
+        yield
+    finally:
+        mlflow.set_tracking_uri(exported)  # type: ignore[arg-type]  # None: unset, as before
+
+
+def holder() -> dict[str, str]:
+    """The tags that say which process holds a run open (see reap)."""
+    return {HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid())}
+
+
+def reap(client: Any, experiment_id: str, notes: list[str]) -> None:
+    """Mark KILLED the runs of the experiment left RUNNING by a process of this machine that is gone,
+    so the UI does not show a killed run or sweep as running forever. Runs of other machines cannot be
+    checked and stay as they are. A failure is a warning in `notes`."""
+    try:
+        running = client.search_runs([experiment_id], filter_string="attributes.status = 'RUNNING'")
+        for run in running:
+            tags = run.data.tags
+            pid = tags.get(PID_TAG, "")
+            if tags.get(HOST_TAG) == socket.gethostname() and pid.isdigit() and not alive(int(pid)):
+                client.set_terminated(run.info.run_id, status="KILLED")
+    except Exception as e:  # housekeeping: never the reason a run is not logged
+        notes.append(f"warning: could not check for killed MLflow runs ({type(e).__name__}: {e})")
+
+
+def unavailable(uri: str) -> str | None:
+    """Why the store at `uri` cannot take a run, found within seconds; None when it can (or when it
+    is no kind we can check). MLflow itself waits minutes on a server that accepts connections and
+    never answers, and retries a database it cannot write for 100 s, then prints SQLAlchemy's traceback."""
+    import sqlite3
+
+    if uri.startswith(("http://", "https://")):
+        import requests
+
+        try:
+            requests.get(f"{uri.rstrip('/')}/health", timeout=PROBE_TIMEOUT)  # any answer will do
+        except requests.Timeout:
+            return f"the tracking server at {uri} did not answer within {PROBE_TIMEOUT:g} s"
+        except requests.RequestException as e:
+            return f"cannot reach the tracking server at {uri} ({type(e).__name__})"
+        return None
+    if not uri.startswith("sqlite:///"):
+        return None
+    path = Path(uri.removeprefix("sqlite:///").split("?", 1)[0]).absolute()
+    hint = "set tracking.uri=sqlite:///PATH/mlflow.db to a directory you can write"
+    if not path.exists():
+        if not path.parent.is_dir():
+            return f"cannot create the MLflow database {path}: {path.parent} is not a directory; {hint}"
+        if not os.access(path.parent, os.W_OK):
+            return f"cannot create the MLflow database {path}: {path.parent} is read-only; {hint}"
+        return None
+    try:  # a write that is rolled back: what MLflow will need, without touching its tables
+        db = sqlite3.connect(f"{path.as_uri()}?mode=rw", uri=True, timeout=PROBE_TIMEOUT)
+        db.isolation_level = None  # explicit BEGIN/ROLLBACK: Python would commit the DDL itself
+        try:
+            db.execute("BEGIN")
+            db.execute("CREATE TABLE evalframe_write_check (x)")
+            db.execute("ROLLBACK")
+        finally:
+            db.close()
+    except sqlite3.Error as e:
+        if "locked" not in str(e):  # another job of a sweep is writing: MLflow waits for it
+            return f"cannot write the MLflow database {path} ({e}); {hint}"
+    return None
