@@ -1,23 +1,12 @@
-"""`from evalframe import evaluate`: run an evaluation from Python, through the CLI's own pipeline.
-
-The arguments become the config `python -m evalframe` would compose (the same `conf/` groups and
-defaults, composed with Hydra), and what only code can hand over — a function as the target, scorer
-objects, rows in memory — goes to `pipeline.plan` as it is. So checks, journal, cache, scores and MLflow
-logging are the CLI's, byte for byte.
-
-    result = evaluate(rows, ["answer_similarity", "token_f1"], target=my_agent, model="gpt")
-    result.mean("answer_similarity"), result.items, result.run_id
-"""
+"""`evaluate`'s arguments -> the config `evalframe` would compose (the same conf/ groups and defaults,
+composed with Hydra), and what only code can hand over (a function, scorer objects, rows in memory)."""
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import hashlib
 import json
 import re
-import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -28,11 +17,9 @@ from evalframe.models.cache import MODES
 from evalframe.paths import CONF_DIR
 
 if TYPE_CHECKING:
-    import pandas as pd
     from omegaconf import DictConfig
 
     from evalframe.data.rows import Row
-    from evalframe.results.nouns import RunResult, ScorerSummary
     from evalframe.run.pipeline import Given
     from evalframe.scorers.base import Scorer
     from evalframe.targets.base import Target
@@ -49,95 +36,6 @@ _PROVIDER_PRESET = {
 
 def _options(group: str) -> list[str]:
     return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
-
-
-# --- the results ------------------------------------------------------------------------------------
-
-
-@dataclass
-class Evaluation:
-    """The outcome of `evaluate`: scores per scorer and per item, and where the run was recorded."""
-
-    result: RunResult
-    config: dict[str, Any]  # the resolved config, as logged
-    run_dir: Path  # results.jsonl (every item, journaled as it finished) and run.json
-    exit_code: int  # what the CLI would exit with: 0 ok, 3 not logged to MLflow, 4 too many unscored
-
-    @property
-    def run_id(self) -> str | None:
-        """The MLflow run id, or None when tracking is off (or MLflow could not be reached)."""
-        return self.result.run_id
-
-    @property
-    def summaries(self) -> dict[str, ScorerSummary]:
-        return self.result.summaries
-
-    @property
-    def means(self) -> dict[str, float]:
-        """Mean score per scorer, over scored items (NaN when none could be scored)."""
-        return {name: s.mean for name, s in self.summaries.items()}
-
-    def mean(self, scorer: str) -> float:
-        if scorer not in self.result.scorers:
-            raise KeyError(
-                f"no scorer {scorer!r} in this evaluation; it ran {', '.join(self.result.scorers)}"
-            )
-        return self.summaries[scorer].mean
-
-    def ci(self, name: str) -> tuple[float, float]:
-        """The 95% interval (low, high) of a scorer's mean (`ci("token_f1")`) or of any metric with
-        one (`ci("token_f1/agreement/spearman")`); (nan, nan) when there is none (one scored item)."""
-        metric = f"{name}/mean" if name in self.result.scorers else name
-        if metric not in self.result.intervals:
-            known = [m.removesuffix("/mean") for m in self.result.intervals]
-            raise KeyError(f"no interval for {name!r} in this evaluation; it has {', '.join(known)}")
-        low, high = self.result.intervals[metric]
-        return low, high
-
-    @property
-    def items(self) -> pd.DataFrame:
-        """One row per item: id, input, ground_truth, output, and per scorer its score, reason, error,
-        the judge's raw reply when unusable, cost and latency (columns `<scorer>/score`, ...)."""
-        import pandas as pd
-
-        return pd.DataFrame(self.result.table())
-
-    @property
-    def results_file(self) -> Path:
-        from evalframe.results.journal import RESULTS
-
-        return self.run_dir / RESULTS
-
-    @property
-    def report_path(self) -> Path | None:
-        """The run's HTML report, if one was written into the run directory."""
-        path = self.run_dir / "report.html"
-        return path if path.is_file() else None
-
-    def reasons(self, worst_first: bool = False, limit: int | None = None) -> str:
-        """Every item's scores and reasons as Markdown (MLflow's reasons.md); `worst_first` sorts by
-        the lowest score, unscored first, and `limit` keeps that many items."""
-        from evalframe.results.summary import reasons
-
-        items = list(self.result.items)
-        if worst_first:
-            items.sort(key=lambda i: min((r.score if r.scored else -1.0) for r in i.scores.values()))
-        return reasons(self.result, items[:limit])
-
-    def summary(self) -> str:
-        """The summary table, as the CLI prints it, in plain text."""
-        from evalframe.results.summary import Summary
-
-        where = f"results: {self.results_file}" + (f"; MLflow run {self.run_id}" if self.run_id else "")
-        return f"{Summary.of(self.result).text()}\n{where}"
-
-    def __str__(self) -> str:
-        return self.summary()
-
-    __repr__ = __str__
-
-
-# --- from arguments to a config ---------------------------------------------------------------------
 
 
 def _scorer_name(scorer: Any) -> str:
@@ -253,7 +151,7 @@ def _merge(cfg: DictConfig, key: str, values: Mapping[str, Any]) -> None:
 
 
 @dataclass
-class _Prepared:
+class Prepared:
     config: dict[str, Any]
     given: Given
     output_dir: Path
@@ -262,7 +160,7 @@ class _Prepared:
     verbose: bool
 
 
-def _prepare(
+def prepare(
     data: Any,
     scorers: Any,
     target: Any,
@@ -271,7 +169,7 @@ def _prepare(
     resume: bool | str | Path | None,
     verbose: bool,
     **settings: Any,
-) -> _Prepared:
+) -> Prepared:
     """Everything that can go wrong, found here, before any call: the config, the rows, the target."""
     from evalframe.data import rows as datasets
     from evalframe.results import journal
@@ -308,7 +206,7 @@ def _prepare(
     resume_from = journal.resume_dir(resume, outputs, config) if resume else None
     run_dir = Path(output_dir) if output_dir is not None else resume_from or _fresh_dir(outputs)
     given = Given(target=built_target, scorers=objects, rows=rows, source=source)
-    return _Prepared(config, given, run_dir, resume_from, overrides, verbose)
+    return Prepared(config, given, run_dir, resume_from, overrides, verbose)
 
 
 def _config(
@@ -395,119 +293,3 @@ def _fresh_dir(outputs: Path) -> Path:
         raise StorageError(
             f"cannot create the run directory {base} ({e.strerror}); pass output_dir=..."
         ) from None
-
-
-# --- running ----------------------------------------------------------------------------------------
-
-
-def _run(prepared: _Prepared) -> Evaluation:
-    from evalframe.errors import EXIT_INTERRUPTED
-    from evalframe.report import console as report
-    from evalframe.run import pipeline
-
-    report.quiet_libraries()
-    try:
-        with report.silenced(not prepared.verbose):  # code prints what it wants: str(result), .summary()
-            result, code = pipeline.evaluate(
-                prepared.config, prepared.output_dir, prepared.resume_from, prepared.overrides, prepared.given
-            )
-    except SystemExit as e:
-        if e.code == EXIT_INTERRUPTED:  # the CLI's Ctrl-C exit; in code it is what it was
-            raise KeyboardInterrupt from None
-        raise
-    return Evaluation(result, prepared.config, prepared.resume_from or prepared.output_dir, code)
-
-
-def evaluate(
-    data: Any,
-    scorers: str | Scorer | Iterable[str | Scorer] | Mapping[str, Mapping[str, Any] | Scorer],
-    target: Callable[..., Any] | str | Target | None = None,
-    *,
-    model: str | Mapping[str, Any] | None = None,
-    penalties: str | Mapping[str, Any] | None = None,
-    columns: Mapping[str, str | None] | None = None,
-    limit: int | None = None,
-    concurrency: int = 8,
-    tracking: bool | str = False,
-    experiment: str | None = None,
-    run_name: str | None = None,
-    dataset_name: str | None = None,
-    output_dir: str | Path | None = None,
-    cache: str = "readwrite",
-    reason: str | None = None,
-    resume: bool | str | Path | None = None,
-    overrides: Sequence[str] = (),
-    verbose: bool = False,
-) -> Evaluation:
-    """Evaluate `target` on `data` with `scorers`; the same run as `python -m evalframe ...`.
-
-    data: a list of dicts, a pandas DataFrame, a .jsonl/.csv path, or None for the config's dataset
-        (the bundled sample, or `overrides=["dataset=..."]`); `columns` maps your column names
-        ({"input": "question"}), `limit` keeps the first N rows.
-    scorers: "answer_similarity", a list of names and Scorer objects, or {name: {option: value}}.
-    target: a function `input -> answer` (sync or async), "module:function", a Target object
-        (evalframe.targets.HTTPTarget, PythonTarget(fn, pass_row=True), ...), or None for the outputs
-        recorded in the data's `output` column.
-    model: the judge: a preset ("gpt", "claude", ...), a LiteLLM model string, or a dict of settings.
-    penalties: a preset ("strict") or a dict of weights over the defaults.
-    tracking: False (default: results on disk only), True (MLflow at $MLFLOW_TRACKING_URI, else
-        ./mlflow.db), or a tracking URI.
-    output_dir: where results.jsonl and run.json go (default outputs/DATE/TIME, as the CLI).
-    resume: a run directory (or True: the newest unfinished run like this one under outputs/) to finish.
-    overrides: any other CLI override, e.g. ["max_unscored_rate=0.2", "scorers.answer_similarity.scale=10"].
-    verbose: print the progress bar and summary as the CLI does (default: print nothing; `print(result)`).
-
-    Works where an event loop is already running (Jupyter, async tests): the run then goes to a worker
-    thread. In async code, `await evaluate_async(...)` keeps your loop free and runs an async target on it.
-    """
-    prepared = _prepare(**locals())  # first statement: locals() are exactly the arguments
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return _run(prepared)
-    # A loop is running in this thread (a notebook cell, an async test) and asyncio cannot nest loops:
-    # run on a worker thread with its own loop, and wait for it.
-    pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="evalframe")
-    try:
-        return pool.submit(_run, prepared).result()
-    except KeyboardInterrupt:
-        # A thread cannot be stopped from outside: say so rather than hang until it is done.
-        print(
-            f"interrupted: the run goes on in the background until it finishes, journaling into "
-            f"{prepared.resume_from or prepared.output_dir}",
-            file=sys.stderr,
-        )
-        raise
-    finally:
-        pool.shutdown(wait=False)
-
-
-async def evaluate_async(
-    data: Any,
-    scorers: str | Scorer | Iterable[str | Scorer] | Mapping[str, Mapping[str, Any] | Scorer],
-    target: Callable[..., Any] | str | Target | None = None,
-    *,
-    model: str | Mapping[str, Any] | None = None,
-    penalties: str | Mapping[str, Any] | None = None,
-    columns: Mapping[str, str | None] | None = None,
-    limit: int | None = None,
-    concurrency: int = 8,
-    tracking: bool | str = False,
-    experiment: str | None = None,
-    run_name: str | None = None,
-    dataset_name: str | None = None,
-    output_dir: str | Path | None = None,
-    cache: str = "readwrite",
-    reason: str | None = None,
-    resume: bool | str | Path | None = None,
-    overrides: Sequence[str] = (),
-    verbose: bool = False,
-) -> Evaluation:
-    """`evaluate` for async code (same arguments): the run works on a worker thread while your loop
-    stays free, and an async target function runs on your loop, where its clients and pools live."""
-    prepared = _prepare(**locals())  # first statement: locals() are exactly the arguments
-    from evalframe.targets.python import PythonTarget
-
-    if isinstance(prepared.given.target, PythonTarget):
-        prepared.given.target.run_on(asyncio.get_running_loop())
-    return await asyncio.to_thread(_run, prepared)
