@@ -16,6 +16,7 @@ from evalframe.errors import ConfigError
 from evalframe.results.agreement import between_judges, krippendorff_alpha
 from evalframe.results.journal import read_items
 from evalframe.results.nouns import RunResult, ScoreResult
+from evalframe.results.table import items_table
 from evalframe.run import pipeline
 from evalframe.scorers.panel import Aggregate, Panel
 from tests.conftest import compose, run_cli
@@ -163,7 +164,7 @@ def test_a_panel_keeps_each_judges_verdict_and_aggregates_them(
     expected = krippendorff_alpha([[1.0, 0.0, 0.4, 0.6], [1.0, 1.0, 1.0, 1.0]])
     assert metrics["factuality/judge_agreement/alpha"] == pytest.approx(expected)
     assert "factuality/judge_agreement/spearman" not in metrics  # a constant judge has no ranks
-    table = result.table()
+    table = items_table(result)
     assert table["factuality/judge/a/score"] == [1.0, 0.0, 0.4, 0.6]
     assert table["factuality/judge/b/reason"][0] == "same: looks the same to me"
 
@@ -279,7 +280,7 @@ def test_each_judgments_verdicts_are_in_the_verdicts_table_and_the_report(
     scripted.responder = strict_b
     config = compose(["scorer=answer_relevancy", "tracking=none", "dataset.limit=1", *how])
     result, _ = pipeline.evaluate(config, tmp_path)
-    [verdicts] = result.table()["answer_relevancy/verdicts"]
+    [verdicts] = items_table(result)["answer_relevancy/verdicts"]
     assert verdicts.splitlines() == [
         f"{name}: {i} {verdict} “{STATEMENTS[i]}”: reason {i}"
         for name, verdicts_of_one in said.items()

@@ -19,6 +19,7 @@ from evalframe.errors import ConfigError, DataError
 from evalframe.paths import CONF_DIR
 from evalframe.results.nouns import ScoreResult
 from evalframe.results.summary import Summary
+from evalframe.results.table import items_table
 from evalframe.run import pipeline
 from evalframe.scorers.grounded import Rules, average_precision, claims_score, ranking_score
 from tests.conftest import compose, fake_model, run_cli
@@ -318,7 +319,7 @@ def test_verdicts_are_kept_in_details_the_table_and_the_report(
         "irrelevant",
         "relevant",
     ]
-    table = result.table()
+    table = items_table(result)
     row = [i.id for i in result.items].index("three-chunks")
     assert table["faithfulness/verdicts"][row].splitlines()[2] == "2 contradicted “It is blue.”: reason 2"
     assert table["context_precision/verdicts"][row].splitlines()[1] == "1 irrelevant: reason 1"
@@ -520,8 +521,8 @@ def test_with_repeats_an_output_without_claims_is_not_applicable_not_failed(
 def test_not_applicable_is_said_by_the_rule_and_survives_the_journal() -> None:
     """Only a scorer's empty rule makes an item not applicable (a NaN without it is a failure, as a
     custom scorer's NaN always was), and a resumed run reads it back as such."""
-    from evalframe.results.journal import item_from_json
-    from evalframe.results.nouns import ItemResult, RunResult, to_jsonable
+    from evalframe.results.journal import item_from_json, to_jsonable
+    from evalframe.results.nouns import ItemResult, RunResult
 
     empty, nan = ScoreResult.empty("the output makes no claims"), ScoreResult(math.nan, "no idea")
     item = ItemResult("a", "Q?", None, "", scores={"faithfulness": empty, "mine": nan})

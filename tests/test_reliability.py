@@ -20,6 +20,7 @@ import pytest
 
 from evalframe.config import compose as configs
 from evalframe.errors import EvalframeError
+from evalframe.results.table import items_table
 from evalframe.run import pipeline
 from tests.conftest import Judge, compose, default_sigint, fake_model, run_cli
 from tests.fake_judge import judge, step_of
@@ -90,7 +91,7 @@ def test_invalid_analysis_is_retried_with_the_error_then_unscored(
         assert not r.scored and r.error and "analyze: invalid reply after 3 attempt(s)" in r.error
         assert r.steps[-1].raw  # the judge's last words are kept
     assert result.summaries["answer_similarity"].unscored == 3
-    table = result.table()
+    table = items_table(result)
     assert all(raw for raw in table["answer_similarity/raw_reply"])
     assert all(score is None for score in table["answer_similarity/score"])
 

@@ -16,6 +16,7 @@ from evalframe.data.rows import ToolCall
 from evalframe.errors import ConfigError
 from evalframe.results.journal import read_items
 from evalframe.results.nouns import ScoreResult
+from evalframe.results.table import items_table
 from evalframe.run import pipeline
 from evalframe.scorers.tool_calls import ToolCallAccuracy
 from tests.conftest import compose
@@ -267,7 +268,7 @@ def test_through_the_pipeline_figures_reach_results_mlflow_and_a_rescore(
         capsys.readouterr().out
     )
     assert "tool_call_accuracy: precision 0.875" in (tmp_path / "subset" / "report.html").read_text()
-    table = subset.table()
+    table = items_table(subset)
     assert table["tool_call_accuracy/precision"] == [1.0, 0.5, 1.0, 1.0]
     # A re-score of the logged subset run with exact arguments: the rows' tool calls come back from its
     # results.jsonl, no model is asked, and the new run gives the exact run's numbers.

@@ -58,7 +58,9 @@ class Evaluation:
         the judge's raw reply when unusable, cost and latency (columns `<scorer>/score`, ...)."""
         import pandas as pd
 
-        return pd.DataFrame(self.result.table())
+        from evalframe.results.table import items_table
+
+        return pd.DataFrame(items_table(self.result))
 
     @property
     def results_file(self) -> Path:

@@ -19,7 +19,7 @@ from typing import Any, TextIO
 from evalframe.errors import ConfigError, StorageError
 from evalframe.models.calls import StepResult, Usage
 from evalframe.redaction import redact, redact_overrides
-from evalframe.results.nouns import ItemResult, Judgment, Objective, ScoreResult, Verdict, to_jsonable
+from evalframe.results.nouns import ItemResult, Judgment, Objective, ScoreResult, Verdict
 
 RESULTS = "results.jsonl"
 LOGGED = "mlflow_run_id"  # in run.json once the run is in MLflow
@@ -287,3 +287,21 @@ def resume_dir(resume: Any, outputs: Path, config: dict[str, Any]) -> Path | Non
             "resume it with the same overrides it was started with"
         )
     return directory
+
+
+def to_jsonable(obj: Any) -> Any:
+    """Dataclasses to plain JSON values; NaN becomes null so the output is strict JSON.
+
+    Walks the fields directly: dataclasses.asdict deep-copies everything first, which made writing
+    10,000 items take seconds.
+    """
+    fields = getattr(obj, "__dataclass_fields__", None)
+    if fields is not None:
+        return {name: to_jsonable(getattr(obj, name)) for name in fields}
+    if isinstance(obj, dict):
+        return {k: to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [to_jsonable(v) for v in obj]
+    if isinstance(obj, float) and math.isnan(obj):
+        return None
+    return obj

@@ -23,6 +23,7 @@ from evalframe.redaction import redact, redact_overrides, scrub_text
 from evalframe.report import html as html_report
 from evalframe.results import summary
 from evalframe.results.nouns import RAW_REPLY_LIMIT, RunResult
+from evalframe.results.table import items_table
 from evalframe.tracking.store import fluent_store, holder, reap, store_uri, unavailable
 from evalframe.tracking.sweeps import PARENT_RUN, run_name
 from evalframe.tracking.traces import trace_items
@@ -128,7 +129,7 @@ def log_run(
             mlflow.log_params(params(config))
             mlflow.log_metrics(metrics)
             log_limits(result, run.info.run_id)
-            mlflow.log_table(data=result.table(), artifact_file="items.json")
+            mlflow.log_table(data=items_table(result), artifact_file="items.json")
             mlflow.log_dict(safe, "config.yaml")
             limit = int(config.get("raw_reply_limit") or RAW_REPLY_LIMIT)
             mlflow.log_text(prompts_log(result, limit), "prompts.jsonl")
