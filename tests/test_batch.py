@@ -312,11 +312,18 @@ def test_a_run_killed_while_its_batch_is_pending_collects_it_on_resume(
         child = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
             deadline = time.monotonic() + 120
-            while time.monotonic() < deadline and not (
-                list(tmp_path.glob(f"outputs/*/*/{BOOK}")) and server.batch_api.get("create") == 1
+            while (
+                time.monotonic() < deadline
+                and child.poll() is None
+                and not (list(tmp_path.glob(f"outputs/*/*/{BOOK}")) and server.batch_api.get("create") == 1)
             ):
                 time.sleep(0.1)
-            [book] = list(tmp_path.glob(f"outputs/*/*/{BOOK}"))
+            books = list(tmp_path.glob(f"outputs/*/*/{BOOK}"))
+            if child.poll() is not None or not books:
+                child.kill()
+                _, err = child.communicate()
+                raise AssertionError(f"no pending batch (exit {child.returncode}): {err.decode()[-3000:]}")
+            [book] = books
             assert server.batch_api.get("create") == 1 and child.poll() is None  # pending: waiting
         finally:
             child.send_signal(signal.SIGKILL)
