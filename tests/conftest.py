@@ -37,14 +37,18 @@ _LEAKY = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "MLFLOW_TRACK
 # first: pytest-xdist hands tests out in order, so the suite ends on short ones instead of waiting for
 # one long test that started last.
 FIRST = (
-    "test_sweep.py::test_optuna_tunes",
-    "test_ui.py::",
     "test_parallel.py::test_a_joblib_sweep",
-    "test_ui_command.py::",
-    "test_rate_limits.py::test_a_parallel_sweeps",
-    "test_storage.py::test_a_sweep_killed_with_sigkill",
-    "test_rag_judges.py::test_a_sweep_and_rescore",
     "test_parallel.py::test_a_ray_sweep",
+    "test_ui.py::",
+    "test_rag_judges.py::test_a_sweep_and_rescore",
+    "test_sweep.py::test_optuna_tunes",
+    "test_ui_command.py::",
+    "test_storage.py::test_a_sweep_killed_with_sigkill",
+    "test_constrained_judges.py::test_the_readme_commands",
+    "test_compare.py::test_the_readme_github_actions_step",
+    "test_rate_limits.py::test_a_parallel_sweeps",
+    "test_sweep.py::test_the_grid_preset",
+    "test_parallel.py::",
     "test_postgres.py::",
 )
 
