@@ -225,7 +225,7 @@ def test_every_rendering_of_a_small_cost_shows_it(capsys: pytest.CaptureFixture[
     """The summary's table and totals, a sweep's job lines, table, best line, page and held-out
     lines: a cost of a few calls to a cheap model reads the same everywhere, never as nothing."""
     from evalframe.report import console as report
-    from evalframe.report.html import sweep_report
+    from evalframe.report.sweep_html import sweep_report
     from evalframe.results.intervals import NONE
     from evalframe.results.jobs import Best, Holdout, Job
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from evalframe.report import html as html_report
+from evalframe.report import html as html_report, sweep_html
 from evalframe.results.nouns import ItemResult, RunResult, ScoreResult
 from evalframe.run import pipeline
 from evalframe.sweep.callback import objective_of, read_jobs, swept_keys
@@ -126,7 +126,7 @@ def _job(
 def _sweep_report(sweep: Path) -> list[Path]:
     jobs = read_jobs(sweep)
     objective = objective_of(OmegaConf.create({}), jobs)
-    return html_report.write_sweep_report(sweep, jobs, objective, swept_keys(jobs, []))
+    return sweep_html.write_sweep_report(sweep, jobs, objective, swept_keys(jobs, []))
 
 
 def test_the_sweep_report_charts_the_objective_against_each_swept_weight(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from datetime import datetime
 from pathlib import Path
 
 from evalframe.errors import EXIT_GATE_FAILED, EXIT_OK, EXIT_TRACKING, ConfigError, EvalframeError
-from evalframe.report import console as report, html as html_report
+from evalframe.report import compare_html, console as report
 from evalframe.results.comparison import Comparison, compare
 from evalframe.results.journal import read_items
 from evalframe.results.nouns import ItemResult
@@ -93,7 +93,7 @@ def run(argv: list[str]) -> int:
             comparisons.append(found)
     for found in comparisons:
         report.comparison(found)
-    written = html_report.write_compare_report(output_dir, comparisons)
+    written = compare_html.write_compare_report(output_dir, comparisons)
     print(f"compare.html: {written[0]}")
     code = EXIT_OK
     for found in comparisons:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import base64
 import io
 import json
-import math
 import re
 import threading
 from collections.abc import Iterable, Sequence
@@ -22,14 +21,10 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from evalframe.results.comparison import COLUMNS as COMPARE_COLUMNS, MOVED_COLUMNS, Comparison
-from evalframe.results.jobs import Holdout, Job, like_the_best
-from evalframe.results.nouns import SHOWN_UNSCORED, ItemResult, Objective, RunResult
-from evalframe.results.summary import AGREEMENT, COLUMNS, Summary, fmt, fmt_interval, fmt_metric
+from evalframe.results.nouns import SHOWN_UNSCORED, ItemResult, RunResult
+from evalframe.results.summary import AGREEMENT, COLUMNS, Summary, fmt
 
 REPORT = "report.html"
-SWEEP_REPORT = "sweep.html"
-COMPARE_REPORT = "compare.html"
 PLOTS = "plots"
 # Rows of the per-item table embedded in report.html. Past this the page would grow to tens of MB
 # and browsers crawl; the table says so and points at results.jsonl / MLflow's items.json, which
@@ -83,10 +78,10 @@ class Report:
 def preload() -> None:
     """Import matplotlib on a background thread while a run waits for its models, so that writing
     the report at the end does not wait the ~0.5 s of the import."""
-    threading.Thread(target=_pyplot, name="import-matplotlib", daemon=True).start()
+    threading.Thread(target=pyplot, name="import-matplotlib", daemon=True).start()
 
 
-def _pyplot() -> Any:
+def pyplot() -> Any:
     import matplotlib
 
     matplotlib.use("Agg")  # no display: a CI machine or a server has none
@@ -95,21 +90,21 @@ def _pyplot() -> Any:
     return plt
 
 
-def _png(fig: Any) -> bytes:
-    plt = _pyplot()
+def png(fig: Any) -> bytes:
+    plt = pyplot()
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
     plt.close(fig)
     return buffer.getvalue()
 
 
-def _safe_name(name: str) -> str:
+def safe_name(name: str) -> str:
     """A scorer or parameter name as a file name (`penalties.missing` stays readable)."""
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name) or "plot"
 
 
 def histogram(name: str, scores: Sequence[float], unscored: int) -> bytes:
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(5.2, 3.0))
     # Scores live on [0, scale]; 20 bins of the observed range keep 0.05 steps visible on [0, 1].
     top = max([1.0, *scores])
@@ -117,18 +112,18 @@ def histogram(name: str, scores: Sequence[float], unscored: int) -> bytes:
     ax.set_title(f"{name}: {len(scores)} scored" + (f", {unscored} unscored" if unscored else ""))
     ax.set_xlabel("score")
     ax.set_ylabel("items")
-    return _png(fig)
+    return png(fig)
 
 
 # ---------------------------------------------------------------- HTML pieces
 
 
-def _img(png: bytes, alt: str) -> str:
+def img(png: bytes, alt: str) -> str:
     data = base64.b64encode(png).decode("ascii")
     return f'<img alt="{escape(alt)}" src="data:image/png;base64,{data}">'
 
 
-def _text(value: Any) -> str:
+def text(value: Any) -> str:
     """Escaped cell text; long text folds into <details>."""
     if value is None:
         return '<span class="meta">none</span>'
@@ -141,14 +136,14 @@ def _text(value: Any) -> str:
     )
 
 
-def _table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+def html_table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
     """Cells are already HTML (escaped where they hold data); headers are escaped here."""
     head = "".join(f"<th>{escape(h)}</th>" for h in headers)
     body = "".join("<tr>" + "".join(row) + "</tr>" for row in rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _page(title: str, meta: str, sections: Sequence[str]) -> str:
+def page(title: str, meta: str, sections: Sequence[str]) -> str:
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         f"<title>{escape(title)}</title><style>{_CSS}</style></head><body>"
@@ -177,7 +172,7 @@ def _summary(summary: Summary) -> str:
             html += [f'<td class="num">{cell}</td>' for cell in agreement.get(name, ["–"] * len(AGREEMENT))]
         rows.append(html)
     figures = "".join(f'<p class="note">{escape(line)}</p>' for line in summary.figure_lines())
-    return "<h2>Summary</h2>" + _table(headers, rows) + figures
+    return "<h2>Summary</h2>" + html_table(headers, rows) + figures
 
 
 def _unscored(summary: Summary) -> str:
@@ -187,7 +182,7 @@ def _unscored(summary: Summary) -> str:
             f"<td>{escape(name)}</td>",
             f"<td>{escape(u.id)}</td>",
             f"<td>{escape(u.step)}</td>",
-            f'<td class="text"><span class="err">{_text(u.error)}</span></td>',
+            f'<td class="text"><span class="err">{text(u.error)}</span></td>',
         ]
         for name, u in summary.unscored_rows()
     ]
@@ -196,7 +191,7 @@ def _unscored(summary: Summary) -> str:
     rest = "".join(f"{n} more of {escape(name)}; " for name, n in summary.unscored_rest().items())
     note = f'<p class="note">{rest}every item, error and raw reply is in results.jsonl next to this file.</p>'
     title = f"<h2>Unscored items (the first {SHOWN_UNSCORED} per scorer)</h2>"
-    return title + _table(["scorer", "id", "step", "error"], rows) + note
+    return title + html_table(["scorer", "id", "step", "error"], rows) + note
 
 
 def _score_cell(item: ItemResult, scorer: str) -> list[str]:
@@ -204,11 +199,11 @@ def _score_cell(item: ItemResult, scorer: str) -> list[str]:
     if r is None:
         return ['<td class="num">–</td>', '<td class="text"></td>']
     if r.not_applicable:
-        return ['<td class="num">n/a</td>', f'<td class="text">{_text(r.reason)}</td>']
+        return ['<td class="num">n/a</td>', f'<td class="text">{text(r.reason)}</td>']
     if not r.scored:
         return [
             '<td class="num unscored">unscored</td>',
-            f'<td class="text"><span class="err">{_text(r.error or r.reason)}</span></td>',
+            f'<td class="text"><span class="err">{text(r.error or r.reason)}</span></td>',
         ]
     verdicts = r.verdicts()
     folded = (
@@ -218,7 +213,7 @@ def _score_cell(item: ItemResult, scorer: str) -> list[str]:
         if verdicts
         else ""
     )
-    return [f'<td class="num">{r.score:.2f}</td>', f'<td class="text">{_text(r.reason)}{folded}</td>']
+    return [f'<td class="num">{r.score:.2f}</td>', f'<td class="text">{text(r.reason)}{folded}</td>']
 
 
 def _items(result: RunResult, max_items: int) -> str:
@@ -231,9 +226,9 @@ def _items(result: RunResult, max_items: int) -> str:
     for item in shown:
         cells = [
             f"<td>{escape(item.id)}</td>",
-            f'<td class="text">{_text(item.input)}</td>',
-            f'<td class="text">{_text(item.output)}</td>',
-            f'<td class="text">{_text(item.ground_truth)}</td>',
+            f'<td class="text">{text(item.input)}</td>',
+            f'<td class="text">{text(item.output)}</td>',
+            f'<td class="text">{text(item.ground_truth)}</td>',
         ]
         if human:
             cells.append(f'<td class="num">{fmt(item.human, 2)}</td>')
@@ -247,7 +242,7 @@ def _items(result: RunResult, max_items: int) -> str:
             "item is in results.jsonl next to this file and in the MLflow run's items.json "
             "(Artifacts tab).</p>"
         )
-    return f"<h2>Items ({len(result.items)})</h2>{note}" + _table(headers, rows)
+    return f"<h2>Items ({len(result.items)})</h2>{note}" + html_table(headers, rows)
 
 
 # ---------------------------------------------------------------- run report
@@ -258,8 +253,8 @@ def run_report(result: RunResult, title: str, max_items: int = MAX_TABLE_ITEMS) 
     plots: dict[str, bytes] = {}
     for name, s in result.summaries.items():
         scores = [i.scores[name].score for i in result.items if name in i.scores and i.scores[name].scored]
-        plots[f"{_safe_name(name)}_histogram.png"] = histogram(name, scores, s.unscored)
-    images = "".join(_img(png, f"{name} histogram") for name, png in plots.items())
+        plots[f"{safe_name(name)}_histogram.png"] = histogram(name, scores, s.unscored)
+    images = "".join(img(png, f"{name} histogram") for name, png in plots.items())
     summary = Summary.of(result)
     sections = [
         _unscored(summary),
@@ -267,7 +262,7 @@ def run_report(result: RunResult, title: str, max_items: int = MAX_TABLE_ITEMS) 
         f'<h2>Score distributions</h2><div class="plots">{images}</div>',
         _items(result, max_items),
     ]
-    return Report(_page(title, _about(result), sections), plots)
+    return Report(page(title, _about(result), sections), plots)
 
 
 def _about(result: RunResult) -> str:
@@ -290,142 +285,3 @@ def write_run_report(
 ) -> list[Path]:
     """report.html and plots/<scorer>_histogram.png in the run directory (next to results.jsonl)."""
     return run_report(result, title, max_items).write(directory, REPORT)
-
-
-# ---------------------------------------------------------------- sweep report
-
-
-def _as_number(value: str | None) -> float | None:
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None
-
-
-def weight_plot(key: str, jobs: Sequence[Job], objective: Objective) -> bytes:
-    """The objective of every job against one swept value; the line joins the mean per value, since
-    the other swept values vary between the jobs that share this one. Non-numbers are categories."""
-    plt = _pyplot()
-    values = [job.overrides.get(key) for job in jobs]
-    numbers = [_as_number(v) for v in values]
-    numeric = all(n is not None for n in numbers)
-    if numeric:
-        xs = [float(n) for n in numbers if n is not None]
-        levels = sorted(set(xs))
-    else:
-        labels = list(dict.fromkeys(str(v) for v in values))  # command-line order
-        xs = [float(labels.index(str(v))) for v in values]
-        levels = [float(i) for i in range(len(labels))]
-    ys = [job.objective for job in jobs]
-    fig, ax = plt.subplots(figsize=(5.2, 3.2))
-    ax.scatter(xs, ys, color="#3b6fd8", alpha=0.8, label="job", zorder=3)
-    means = []
-    for level in levels:
-        at = [y for x, y in zip(xs, ys, strict=True) if x == level and not math.isnan(y)]
-        means.append(sum(at) / len(at) if at else math.nan)
-    ax.plot(levels, means, color="#d8623b", marker="o", label="mean")
-    if not numeric:
-        ax.set_xticks(levels, labels, rotation=20)
-    ax.set_xlabel(key)
-    ax.set_ylabel(objective.metric)
-    ax.set_title(f"{objective.metric} ({objective.direction}) vs {key}")
-    ax.legend(fontsize=8)
-    return _png(fig)
-
-
-def sweep_report(
-    jobs: Sequence[Job],
-    objective: Objective,
-    keys: Sequence[str],
-    title: str,
-    held_out: Holdout | None = None,
-) -> Report:
-    """The objective against each swept value (`keys`), and the jobs best first."""
-    plots = {f"objective_vs_{_safe_name(k)}.png": weight_plot(k, jobs, objective) for k in keys}
-    scorers = list(dict.fromkeys(name for job in jobs for name in job.means))
-    marks = like_the_best(list(jobs), objective)
-    rows = [
-        [
-            f"<td>{escape(job.name)}</td>",
-            *(f"<td>{escape(job.overrides.get(k, ''))}</td>" for k in keys),
-            f'<td class="num">{fmt_metric(objective.metric, job.objective)}</td>',
-            f'<td class="num">{fmt_interval(job.interval)}</td>',
-            f"<td>{marks.get(job.name, '')}</td>",
-            *(f'<td class="num">{fmt(job.means.get(s))}</td>' for s in scorers),
-        ]
-        for job in sorted(jobs, key=lambda j: objective.rank(j.objective))
-    ]
-    headers = [
-        "job",
-        *keys,
-        f"objective: {objective.metric}",
-        "95% CI",
-        "like the best?",
-        *(f"{s} mean" for s in scorers),
-    ]
-    table = _table(headers, rows) + "<p>≈ best: the job's 95% interval overlaps the best job's.</p>"
-    images = "".join(_img(png, name) for name, png in plots.items())
-    meta = (
-        f"{len(jobs)} jobs; objective {escape(objective.metric)} ({escape(objective.direction)}); "
-        f"swept: {escape(', '.join(keys) or 'nothing')}"
-    )
-    sections = [
-        f'<h2>Objective against each swept value</h2><div class="plots">{images}</div>',
-        "<h2>Jobs, best first</h2>" + table,
-    ]
-    if held_out is not None:
-        sections.append("<h2>Held-out rows</h2><pre>" + escape("\n".join(held_out.lines())) + "</pre>")
-    return Report(_page(title, meta, sections), plots)
-
-
-def write_sweep_report(
-    sweep_dir: Path,
-    jobs: Sequence[Job],
-    objective: Objective,
-    keys: Sequence[str],
-    held_out: Holdout | None = None,
-) -> list[Path]:
-    """sweep.html and plots/objective_vs_<key>.png in the sweep directory; returns the files written.
-    A sweep whose jobs all failed has nothing to chart."""
-    if not jobs:
-        return []
-    report = sweep_report(jobs, objective, keys, f"evalframe sweep {sweep_dir.name}", held_out)
-    return report.write(sweep_dir, SWEEP_REPORT)
-
-
-# ---------------------------------------------------------------- compare report
-
-
-def compare_report(comparisons: Sequence[Comparison]) -> Report:
-    """Each candidate against the baseline: the paired differences per scorer, the items that moved most."""
-    sections = []
-    for c in comparisons:
-        rows = [
-            [f"<td>{escape(row[0])}</td>", *(f'<td class="num">{escape(cell)}</td>' for cell in row[1:])]
-            for row in c.rows()
-        ]
-        sections.append(
-            f"<h2>{escape(c.title())}</h2><p>{escape(c.counts())}</p>" + _table(COMPARE_COLUMNS, rows)
-        )
-        for s in c.scorers:
-            moved = [
-                [f"<td>{escape(r[0])}</td>", f'<td class="text">{_text(r[1])}</td>']
-                + [f'<td class="num">{escape(cell)}</td>' for cell in r[2:5]]
-                + [f'<td class="text">{_text(cell)}</td>' for cell in r[5:]]
-                for r in s.moved_rows()
-            ]
-            if moved:
-                sections.append(
-                    f"<h3>{escape(s.scorer)}: the items that moved most</h3>" + _table(MOVED_COLUMNS, moved)
-                )
-    baseline = comparisons[0].baseline if comparisons else ""
-    meta = (
-        f"baseline run {escape(baseline)}; {len(comparisons)} candidate run(s); "
-        "differences are candidate − baseline"
-    )
-    return Report(_page("evalframe compare", meta, sections))
-
-
-def write_compare_report(directory: Path, comparisons: Sequence[Comparison]) -> list[Path]:
-    """compare.html in `directory`."""
-    return compare_report(comparisons).write(directory, COMPARE_REPORT)

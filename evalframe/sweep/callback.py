@@ -170,7 +170,7 @@ class SweepCallback(Callback):
         _write_marker(sweep_dir, {**record, "host": socket.gethostname(), "pid": os.getpid()})
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        from evalframe.report import console as report, html as html_report
+        from evalframe.report import console as report, sweep_html
         from evalframe.sweep import holdout
         from evalframe.tracking import store, sweeps
 
@@ -189,7 +189,7 @@ class SweepCallback(Callback):
         held_out = holdout.check(config, sweep_dir, best, swept, objective)
         if held_out is not None:
             report.holdout(held_out)
-        written = html_report.write_sweep_report(sweep_dir, jobs, objective, swept, held_out)
+        written = sweep_html.write_sweep_report(sweep_dir, jobs, objective, swept, held_out)
         if written:  # written[0] is sweep.html, the plots follow
             report.console.print(f"sweep report: {written[0]}", soft_wrap=True, markup=False, highlight=False)
         if (sweep_dir / SWEEP).is_file():
