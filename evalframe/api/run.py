@@ -82,8 +82,12 @@ def evaluate(
         asyncio.get_running_loop()
     except RuntimeError:
         return _run(prepared)
-    # A loop is running in this thread (a notebook cell, an async test) and asyncio cannot nest loops:
-    # run on a worker thread with its own loop, and wait for it.
+    return _on_a_worker_thread(prepared)
+
+
+def _on_a_worker_thread(prepared: Prepared) -> Evaluation:
+    """A loop is running in this thread (a notebook cell, an async test) and asyncio cannot nest
+    loops: run on a worker thread with its own loop, and wait for it."""
     pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="evalframe")
     try:
         return pool.submit(_run, prepared).result()
