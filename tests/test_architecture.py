@@ -153,3 +153,22 @@ def test_tracking_prints_nothing() -> None:
         )
     )
     assert printing == []
+
+
+# Read in one sitting: a module, a class and a function each fit on a few screens.
+LIMITS = {"module": 400, "class": 200, "function": 60}
+
+
+def test_no_module_class_or_function_too_long_to_read() -> None:
+    too_long = []
+    for name, path in MODULES.items():
+        text = path.read_text()
+        if len(text.splitlines()) > LIMITS["module"]:
+            too_long.append(f"module {name}: {len(text.splitlines())} lines")
+        for node in ast.walk(ast.parse(text)):
+            kind = "class" if isinstance(node, ast.ClassDef) else "function"
+            if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+                length = (node.end_lineno or node.lineno) - node.lineno + 1
+                if length > LIMITS[kind]:
+                    too_long.append(f"{kind} {name}.{node.name}: {length} lines")
+    assert too_long == []

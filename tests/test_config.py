@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from evalframe.paths import CONF_DIR, PROMPTS_DIR, SAMPLE_DATASET
-from evalframe.results.nouns import RunResult
+from evalframe.results.run import RunResult
 from evalframe.run import pipeline
 from evalframe.tracking import sweeps
 from tests.conftest import Judge, compose, fake_model

@@ -13,7 +13,8 @@ from evalframe import evaluate
 from evalframe.report import html as html_report
 from evalframe.results.agreement import intervals as agreement_intervals
 from evalframe.results.intervals import mean_interval, paired
-from evalframe.results.nouns import ItemResult, RunResult, ScoreResult
+from evalframe.results.nouns import ItemResult, ScoreResult
+from evalframe.results.run import RunResult
 from evalframe.results.summary import Summary
 
 

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from evalframe.models.calls import StepResult
-from evalframe.results.nouns import ItemResult, RunResult, ScoreResult, Unscored
+from evalframe.results.nouns import ItemResult, ScoreResult, Unscored
+from evalframe.results.run import RunResult
 from evalframe.run import pipeline
 from tests.conftest import compose, fake_model
 from tests.fake_judge import judge, step_of

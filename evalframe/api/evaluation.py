@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import pandas as pd
 
-    from evalframe.results.nouns import RunResult, ScorerSummary
+    from evalframe.results.nouns import ScorerSummary
+    from evalframe.results.run import RunResult
 
 
 @dataclass

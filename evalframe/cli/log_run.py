@@ -14,7 +14,8 @@ from evalframe.results import objective
 from evalframe.results.agreement import with_agreement
 from evalframe.results.intervals import with_intervals
 from evalframe.results.journal import LOGGED, MANIFEST, Journal, read_items
-from evalframe.results.nouns import RunResult, Verdict
+from evalframe.results.nouns import Verdict
+from evalframe.results.run import RunResult
 from evalframe.run import pipeline, tracked
 
 USAGE = "usage: evalframe log-run RUN_DIR [--again] [tracking.uri=...]"

@@ -34,7 +34,8 @@ from evalframe.models.calls import StepResult, Usage
 from evalframe.models.context import Context
 from evalframe.report import console as report
 from evalframe.results.journal import Journal, read_items
-from evalframe.results.nouns import ItemResult, Objective, RunResult
+from evalframe.results.nouns import ItemResult, Objective
+from evalframe.results.run import RunResult
 from evalframe.results.summary import fmt
 from evalframe.run.flow import run_async
 from evalframe.run.pipeline import Given, evaluate, execute, plan

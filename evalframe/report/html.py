@@ -21,7 +21,8 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from evalframe.results.nouns import SHOWN_UNSCORED, ItemResult, RunResult
+from evalframe.results.nouns import SHOWN_UNSCORED, ItemResult
+from evalframe.results.run import RunResult
 from evalframe.results.summary import AGREEMENT, COLUMNS, Summary, fmt
 
 REPORT = "report.html"

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalframe.errors import EXIT_GATE_FAILED, EXIT_OK, EXIT_UNSCORED, ConfigError
-from evalframe.results.nouns import RunResult, Verdict
+from evalframe.results.nouns import Verdict
+from evalframe.results.run import RunResult
 
 
 @dataclass(frozen=True)

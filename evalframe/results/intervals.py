@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from evalframe.results.nouns import RunResult
+from evalframe.results.run import RunResult
 
 CONFIDENCE = 0.95
 SEED = 0

@@ -12,7 +12,8 @@ from typing import Any
 
 from evalframe.models.calls import Stats, Usage
 from evalframe.results.agreement import METRICS as AGREEMENT
-from evalframe.results.nouns import RunResult, ScorerSummary, Unscored
+from evalframe.results.nouns import ScorerSummary, Unscored
+from evalframe.results.run import RunResult
 
 COLUMNS = ("scorer", "mean", "95% CI", "std", "min", "max", "scored", "unscored", "cost")
 

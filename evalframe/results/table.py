@@ -7,7 +7,7 @@ import math
 import statistics
 from typing import Any
 
-from evalframe.results.nouns import RunResult
+from evalframe.results.run import RunResult
 
 
 def items_table(result: RunResult) -> dict[str, list[Any]]:

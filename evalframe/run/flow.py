@@ -12,7 +12,8 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from typing import Any, TypeVar, cast
 
 from evalframe.data.rows import Row
-from evalframe.results.nouns import ItemResult, RunResult
+from evalframe.results.nouns import ItemResult
+from evalframe.results.run import RunResult
 
 Score = Callable[[list[Row], Callable[[ItemResult], None]], Awaitable[None]]
 

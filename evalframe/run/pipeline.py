@@ -24,7 +24,8 @@ from evalframe.models.context import Context
 from evalframe.report import console as report, html as html_report
 from evalframe.results import agreement, gate, intervals, objective as objectives, summary as summaries
 from evalframe.results.journal import Journal
-from evalframe.results.nouns import RAW_REPLY_LIMIT, ItemResult, Objective, RunResult, ScoreResult
+from evalframe.results.nouns import RAW_REPLY_LIMIT, ItemResult, Objective, ScoreResult
+from evalframe.results.run import RunResult
 from evalframe.run import flow, tracked
 from evalframe.scorers.base import Scorer
 from evalframe.targets.base import Target

@@ -9,7 +9,7 @@ from typing import Any
 
 from evalframe.report import console as report
 from evalframe.results.journal import Journal
-from evalframe.results.nouns import RunResult
+from evalframe.results.run import RunResult
 from evalframe.tracking import log as tracking, store, sweeps
 
 

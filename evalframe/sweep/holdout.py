@@ -22,8 +22,9 @@ from evalframe.config import compose as configs
 from evalframe.results.intervals import NONE, bootstrap
 from evalframe.results.jobs import Best, Holdout
 from evalframe.results.journal import MANIFEST
-from evalframe.results.nouns import Objective, RunResult
+from evalframe.results.nouns import Objective
 from evalframe.results.objective import item_statistic
+from evalframe.results.run import RunResult
 from evalframe.run import pipeline
 
 DIRECTORY = "holdout"  # in the sweep directory: best/ and default/, each a run directory

@@ -22,7 +22,8 @@ from evalframe.models.calls import cut
 from evalframe.redaction import redact, redact_overrides, scrub_text
 from evalframe.report import html as html_report
 from evalframe.results import summary
-from evalframe.results.nouns import RAW_REPLY_LIMIT, RunResult
+from evalframe.results.nouns import RAW_REPLY_LIMIT
+from evalframe.results.run import RunResult
 from evalframe.results.table import items_table
 from evalframe.tracking.store import fluent_store, holder, reap, store_uri, unavailable
 from evalframe.tracking.sweeps import PARENT_RUN, run_name

@@ -7,7 +7,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from evalframe.results import summary
-from evalframe.results.nouns import ItemResult, RunResult
+from evalframe.results.nouns import ItemResult
+from evalframe.results.run import RunResult
 
 # Items traced per run unless tracking.max_traces says otherwise: MLflow's store takes 45-70 ms per
 # trace on SQLite (bench/bench_report.py), so 200 add 10-15 s to a run; items.json holds every item.
