@@ -43,6 +43,8 @@ def test_paired_differences_with_known_answers() -> None:
     assert better.p_value < 0.01 and (better.improved, better.worsened, better.equal) == (40, 0, 0)
     worse = paired(baseline, [b - 0.3 if i % 4 else b + 0.05 for i, b in enumerate(baseline)])
     assert worse.worse and worse.interval.high < 0 and worse.p_value < 0.01
+    untested = paired(baseline, [b - 0.3 if i % 4 else b + 0.05 for i, b in enumerate(baseline)], test=False)
+    assert untested.interval == worse.interval and math.isnan(untested.p_value)  # the same, no p-value
     same = paired(baseline, baseline)
     assert (same.mean, same.p_value, same.equal, same.worse, same.better) == (0.0, 1.0, 40, False, False)
     noise = paired(baseline, [b + (0.05 if i % 2 else -0.05) for i, b in enumerate(baseline)])

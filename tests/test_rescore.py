@@ -17,6 +17,8 @@ from evalframe.models.cache import Cache, Replay, ReplayMiss
 from evalframe.models.calls import Message, Stats, StepResult
 from evalframe.models.llm import LLM, response_format
 from evalframe.models.settings import ModelSettings
+from evalframe.results.intervals import paired
+from evalframe.results.summary import fmt, fmt_interval
 from evalframe.scorers.answer_similarity import Analysis, Penalties, SemanticUnits, score
 from evalframe.tracking.read import fetch_run
 from tests.conftest import fake_model, run_cli
@@ -67,6 +69,11 @@ def test_the_replay_serves_stored_replies_and_failures_and_refuses_anything_else
         asyncio.run(ask([{"role": "user", "content": "a prompt the run never sent"}]))
     assert miss.value.step == "extract" and miss.value.model == "openai/judge"
     assert stats.calls == 0 and stats.hits == 2
+
+
+def cells_of(line: str) -> list[str]:
+    """A console table row's cells (a line of box characters or a title: none)."""
+    return [c.strip() for c in line.split("│")[1:-1]] or [c.strip() for c in line.split("┃")[1:-1]]
 
 
 def mlflow_runs(tmp_path: Path) -> list[Any]:
@@ -135,6 +142,33 @@ def test_rescore_with_new_penalties_makes_no_call_and_links_the_old_run(
     assert math.isclose(mean, sum(expected.values()) / len(expected))
     assert mean < old.data.metrics["answer_similarity/mean"]
     assert new.data.metrics["token_f1/mean"] == old.data.metrics["token_f1/mean"]
+
+    # The old-vs-new table: each mean with its 95% interval as its run logged them, and the change with
+    # the paired interval of the items' differences (the same items, paired by id).
+    def mean_cell(run: Any, name: str) -> str:
+        m = run.data.metrics
+        interval = (m[f"{name}/mean_ci_low"], m[f"{name}/mean_ci_high"])
+        return f"{fmt(m[f'{name}/mean'])} {fmt_interval(interval)}"
+
+    table = again.stdout.split(f"rescore of run {old.info.run_id}")[1]
+    shown = {cells[0]: cells[1:] for line in table.splitlines() if len(cells := cells_of(line)) == 4}
+    assert shown["scorer"] == ["mean before [95% CI]", "mean after [95% CI]", "change [95% CI]"]
+    changes = {}
+    for name in ("answer_similarity", "ground_truth_similarity", "token_f1"):
+        changes[name] = change = paired(
+            [i["scores"][name]["score"] for i in before],
+            [after[i["id"]]["scores"][name]["score"] for i in before],
+        )
+        change_cell = f"{fmt(change.mean, signed=True)} {fmt_interval(change.interval, change.n)}"
+        assert shown[name] == [mean_cell(old, name), mean_cell(new, name), change_cell]
+    # A dearer missing unit lowers some items and raises none: no part of the interval above 0.
+    lowered = changes["answer_similarity"]
+    assert lowered.n == 10 and lowered.worsened and not lowered.improved and lowered.interval.high <= 0
+    assert shown["token_f1"][2] == "+0.000 [0.000, 0.000]"  # nothing moved
+    assert (
+        f"| answer_similarity | {' | '.join(shown['answer_similarity'])} |"
+        in new.data.tags["mlflow.note.content"]
+    )
 
     # An override that changes a request needs a normal run: exit 2, no call, nothing logged.
     other = run_cli(["rescore", f"run_id={old.info.run_id}", "model.name=openai/other"], cwd=tmp_path)

@@ -433,3 +433,58 @@ def test_a_disk_that_fills_after_the_last_item_says_how_to_log_the_run(
     assert f"error: cannot write {tmp_path / 'report.html'} (No space left on device)" in err
     assert f"evalframe log-run {tmp_path}" in err and "Traceback" not in err
     assert len((tmp_path / "results.jsonl").read_text().splitlines()) == 3
+
+
+GONE = 2**30  # a process id beyond any pid_max: no such process
+
+
+def _killed(sweep_dir: Path, jobs: list[str]) -> None:
+    """A finished sweep made to look killed with `jobs` half-way: its record says running by a process
+    that is gone, and those jobs' journals say running."""
+    import json
+
+    marker = sweep_dir / "sweep.json"
+    marker.write_text(json.dumps({**json.loads(marker.read_text()), "status": "running", "pid": GONE}))
+    for job in jobs:
+        manifest = sweep_dir / job / "run.json"
+        manifest.write_text(json.dumps({**json.loads(manifest.read_text()), "status": "running"}))
+
+
+def test_resume_true_finds_the_sweep_whatever_the_order_of_its_overrides(tmp_path: Path) -> None:
+    """Overrides compared in any order, `resume` left out and secrets blanked; and the resumed jobs
+    run in the order the sweep was started with, so each continues its own directory."""
+    import json
+
+    from evalframe.sweep.callback import find_unfinished
+    from tests.conftest import run_cli
+
+    sweep = tmp_path / "multirun" / "2026-01-01" / "10-00-00"
+    sweep.mkdir(parents=True)
+    record = {"status": "running", "pid": GONE, "overrides": ["b=3", "model.api_key=***", "a=1,2"]}
+    (sweep / "sweep.json").write_text(json.dumps(record))
+    given = ["a=1,2", "b=3", "model.api_key=sk-rotated-key", "resume=true"]
+    assert find_unfinished(tmp_path / "multirun", given) == sweep
+    assert find_unfinished(tmp_path / "multirun", ["a=1,2", "model.api_key=sk-x"]) is None  # b=3 missing
+    assert find_unfinished(tmp_path / "multirun", [*given, "b=3"]) is None  # b=3 twice is another sweep
+
+    # Two swept keys: Hydra numbers the jobs by their keys' order (job 1 is limit 2 and threshold 0.6
+    # here, limit 3 and threshold 0.5 the other way round).
+    base = ["scorer=exact_match", "tracking=none"]
+    started = run_cli(["-m", *base, "dataset.limit=2,3", "agreement_threshold=0.5,0.6"], cwd=tmp_path)
+    assert started.returncode == 0, started.stderr
+    [sweep_dir] = [p.parent for p in tmp_path.glob("multirun/*/*/sweep.json") if p.parent != sweep]
+    _killed(sweep_dir, ["1", "2", "3"])
+    resumed = run_cli(
+        ["-m", "agreement_threshold=0.5,0.6", *base, "dataset.limit=2,3", "resume=true"], cwd=tmp_path
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"resuming the sweep in multirun/{sweep_dir.parent.name}/{sweep_dir.name}" in resumed.stderr
+    assert "job 0: finished before the sweep was stopped; kept" in resumed.stderr
+    for job, (limit, threshold) in enumerate([(2, 0.5), (2, 0.6), (3, 0.5), (3, 0.6)]):
+        manifest = json.loads((sweep_dir / str(job) / "run.json").read_text())
+        assert manifest["status"] == "finished"
+        assert (manifest["config"]["dataset"]["limit"], manifest["config"]["agreement_threshold"]) == (
+            limit,
+            threshold,
+        )
+    assert len(list(tmp_path.glob("multirun/*/*/sweep.json"))) == 2  # no new sweep

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import tempfile
 from collections.abc import Mapping
@@ -33,10 +34,11 @@ from evalframe.models.cache import Replay, ReplayMiss
 from evalframe.models.calls import StepResult, Usage
 from evalframe.models.context import Context
 from evalframe.report import console as report
-from evalframe.results.journal import Journal, read_items
+from evalframe.results.intervals import paired
+from evalframe.results.journal import RESULTS, Journal, read_items
 from evalframe.results.nouns import ItemResult, Objective
 from evalframe.results.run import RunResult
-from evalframe.results.summary import fmt
+from evalframe.results.summary import fmt, fmt_interval
 from evalframe.run.flow import run_async
 from evalframe.run.pipeline import Given, evaluate, execute, plan
 from evalframe.targets.base import Target
@@ -241,12 +243,33 @@ def explain(miss: ReplayMiss, run_id: str, guilty: list[str]) -> str:
     )
 
 
-def compare(old_metrics: Mapping[str, float], result: RunResult) -> list[list[str]]:
-    """Old and new mean per scorer: scorer, mean before, mean after, change."""
+COMPARED = ("scorer", "mean before [95% CI]", "mean after [95% CI]", "change [95% CI]")
+
+
+def compare(
+    old_metrics: Mapping[str, float], old: list[ItemResult], new: list[ItemResult], result: RunResult
+) -> list[list[str]]:
+    """A row per scorer, cells as COMPARED names them: the mean before, with its interval, as the
+    logged run reported them (its metrics); the mean after as this run reports them; and the change:
+    the paired mean difference of the items both scored, with its interval (intervals.paired, as
+    `evalframe compare`), so a change the re-scored items agree on is told from noise."""
+    now = {i.id: i.scores for i in new}
     rows = []
-    for name, after in result.means.items():
-        before = old_metrics.get(f"{name}/mean", float("nan"))
-        rows.append([name, fmt(before), fmt(after), fmt(after - before, signed=True)])
+    for name, summary in result.summaries.items():
+        m = f"{name}/mean"
+        low, high = (old_metrics.get(f"{m}_ci_{end}", math.nan) for end in ("low", "high"))
+        scored = int(old_metrics.get(f"{name}/scored", 0))
+        before = [i.scores[name].score if name in i.scores else math.nan for i in old]
+        after = [now[i.id][name].score if i.id in now else math.nan for i in old]
+        change = paired(before, after, test=False)  # no p-value shown: its test takes seconds
+        rows.append(
+            [
+                name,
+                f"{fmt(old_metrics.get(m, math.nan))} {fmt_interval((low, high), scored)}",
+                f"{fmt(summary.mean)} {fmt_interval(result.intervals.get(m), summary.scored)}",
+                f"{fmt(change.mean, signed=True)} {fmt_interval(change.interval, change.n)}",
+            ]
+        )
     return rows
 
 
@@ -267,10 +290,11 @@ def main(config: dict[str, Any], output_dir: Path, overrides: list[str]) -> tupl
         print(
             f"re-scored {result.count} items of run {run_id} with {changes}: {result.stats.calls} model calls"
         )
-        rows = compare(logged.metrics, result)
-        report.table(f"rescore of run {run_id}", ("scorer", "mean before", "mean after", "change"), rows)
+        rows = compare(logged.metrics, items, read_items(output_dir / RESULTS), result)
+        report.table(f"rescore of run {run_id}", COMPARED, rows)
         table = "\n".join(
-            ["| scorer | before | after |", "|---|---|---|"] + [f"| {r[0]} | {r[1]} | {r[2]} |" for r in rows]
+            ["| scorer | before | after | change |", "|---|---|---|---|"]
+            + [f"| {' | '.join(r)} |" for r in rows]
         )
         note = (
             f"Re-scored from run [{logged.name}](#/experiments/{logged.experiment_id}/runs/{run_id}) "

@@ -196,8 +196,8 @@ def hydra_app(argv: list[str]) -> int:
 
 
 def resumed_sweep(argv: list[str]) -> list[str]:
-    """`-m ... resume=true` continues the newest unfinished sweep with the same overrides (or
-    `resume=multirun/DATE/TIME`, that one) in its own directory: hydra.sweep.dir is set to it, where
+    """`-m ... resume=true` continues the newest unfinished sweep with the same overrides in any order
+    (or `resume=multirun/DATE/TIME`, that one) in its own directory: hydra.sweep.dir is set to it, where
     each job finds what it finished, and the sweep's MLflow parent run goes on."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
@@ -229,4 +229,6 @@ def resumed_sweep(argv: list[str]) -> list[str]:
                 f"resume={resume.value()}: {found} holds no evalframe sweep ({sweep.SWEEP} is missing)"
             )
     print(f"resuming the sweep in {found}", file=sys.stderr)
+    ordered = iter(sweep.in_sweep_order(found, task))  # each job to its own directory
+    argv = [next(ordered) if a in task else a for a in argv]
     return [*argv, f"hydra.sweep.dir='{found}'"]

@@ -93,7 +93,11 @@ class StepResult:
     def stored(self, limit: int) -> StepResult:
         """The step as results.jsonl and MLflow keep it: a raw reply longer than `limit` characters is
         dropped when its validated reply holds it already (the cache keeps the full text), else cut
-        to its head and its original size. A 5 MB judge reply is then stored once, not three times."""
-        if self.raw is None or len(self.raw) <= limit:
-            return self
-        return replace(self, raw=None if self.ok else cut(self.raw, limit, "raw reply"))
+        to its head and its original size. A message longer than that is cut too: it is rendered from
+        the item and the earlier steps' replies, all stored (a reason step's prompt quotes the whole
+        analysis). A 5 MB judge reply is then stored once, as the validated reply."""
+        raw = self.raw
+        if raw is not None and len(raw) > limit:
+            raw = None if self.ok else cut(raw, limit, "raw reply")
+        messages = [{**m, "content": cut(m["content"], limit, "message")} for m in self.messages]
+        return replace(self, raw=raw, messages=messages)

@@ -120,10 +120,12 @@ class Difference:
         return self.interval.known and self.interval.low > 0
 
 
-def paired(baseline: Sequence[float], candidate: Sequence[float]) -> Difference:
+def paired(baseline: Sequence[float], candidate: Sequence[float], test: bool = True) -> Difference:
     """The paired mean difference of two scorings of the same items (pairs with a NaN left out): its
     interval is the bootstrap of the per-item differences, its p-value a paired permutation test
-    (each item's two scores swapped at random), which needs no normality and handles ties and zeros."""
+    (each item's two scores swapped at random), which needs no normality and handles ties and zeros.
+    `test=False` leaves the p-value out (NaN) for a caller that shows none: the permutation test is
+    nearly all of the time (a second on 1,000 items, many on 20,000), the interval milliseconds."""
     from scipy import stats
 
     a, b = np.asarray(baseline, dtype=float), np.asarray(candidate, dtype=float)
@@ -136,6 +138,8 @@ def paired(baseline: Sequence[float], candidate: Sequence[float]) -> Difference:
         return Difference(n, float(d.mean()) if n else math.nan, NONE, math.nan, **counts)
     if not d.any():  # no item moved: nothing to test
         return Difference(n, 0.0, Interval(0.0, 0.0), 1.0, **counts)
+    if not test:
+        return Difference(n, float(d.mean()), mean_interval(d), math.nan, **counts)
     p = stats.permutation_test(
         (a, b),
         lambda x, y, axis: np.mean(y - x, axis=axis),

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from evalframe.models.calls import StepResult, Usage
+from evalframe.models.calls import StepResult, Usage, cut
 
 RAW_REPLY_LIMIT = 20000  # characters of a raw reply stored (raw_reply_limit in conf/config.yaml)
 
@@ -45,6 +45,17 @@ def _verdict_lines(details: Any) -> list[str]:
         said = f" “{statements[i]}”" if i < len(statements) else ""
         lines.append(f"{i} {v.get('verdict')}{said}: {v.get('reason', '')}")
     return lines
+
+
+def cut_texts(value: Any, limit: int) -> Any:
+    """`value` (details: JSON-like data) with every string longer than `limit` characters cut (calls.cut)."""
+    if isinstance(value, str):
+        return cut(value, limit, "text")
+    if isinstance(value, Mapping):
+        return {k: cut_texts(v, limit) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [cut_texts(v, limit) for v in value]
+    return value
 
 
 @dataclass
@@ -91,6 +102,20 @@ class ScoreResult:
             lines += [f"{name}: {line}" for line in _verdict_lines(details)]
         return lines
 
+    def stored(self, limit: int) -> ScoreResult:
+        """The score as results.jsonl and MLflow keep it: each step as StepResult.stored, and the reason,
+        the judgments' reasons and every text of the details cut to `limit` characters. They are read
+        off the steps' validated replies, which hold them whole (a re-score reads them again), so a
+        huge reply is not stored once more in every place that shows it (items.json, reasons.md,
+        report.html, the traces' assessments)."""
+        return replace(
+            self,
+            reason=cut(self.reason, limit, "reason"),
+            steps=[s.stored(limit) for s in self.steps],
+            details=cut_texts(self.details, limit),
+            judgments=[replace(j, reason=cut(j.reason, limit, "reason")) for j in self.judgments],
+        )
+
     @classmethod
     def unscored(cls, error: str, steps: list[StepResult] | None = None) -> ScoreResult:
         return cls(score=math.nan, reason=f"unscored: {error}", steps=steps or [], error=error)
@@ -133,8 +158,8 @@ class ItemResult:
     record: dict[str, Any] = field(default_factory=dict)
 
     def stored(self, limit: int) -> ItemResult:
-        """The item with every step's raw reply as it is stored (StepResult.stored)."""
-        scores = {n: replace(r, steps=[s.stored(limit) for s in r.steps]) for n, r in self.scores.items()}
+        """The item as it is stored: its scores and its target step as they say (their `stored`)."""
+        scores = {n: r.stored(limit) for n, r in self.scores.items()}
         target = self.target_step.stored(limit) if self.target_step else None
         return replace(self, scores=scores, target_step=target)
 

@@ -34,25 +34,49 @@ EXIT_CODES: ContextVar[list[int] | None] = ContextVar("evalframe_exit_codes", de
 
 
 def _without_resume(overrides: list[str]) -> list[str]:
-    """A sweep's identity: its overrides, secrets blanked, `resume=...` left out."""
+    """A sweep's overrides, secrets blanked, `resume=...` left out."""
     return [o for o in redact_overrides(overrides) if o.split("=", 1)[0].lstrip("+~") != "resume"]
 
 
+def _identity(overrides: list[str]) -> list[str]:
+    """A sweep's identity: its overrides as _without_resume gives them, in any order (`-m a=1,2 b=3` is
+    the sweep of `-m b=3 a=1,2`)."""
+    return sorted(_without_resume(overrides))
+
+
 def find_unfinished(root: Path, overrides: list[str]) -> Path | None:
-    """The newest sweep directory under `root` (multirun/) whose sweep ran with these overrides and did
-    not finish, and whose process is gone (a live one is still running, not to be resumed)."""
-    wanted = _without_resume(overrides)
+    """The newest sweep directory under `root` (multirun/) whose sweep ran with these overrides, in
+    any order, and did not finish, and whose process is gone (a live one is still running, not to be
+    resumed)."""
+    wanted = _identity(overrides)
     for marker in sorted(root.glob(f"*/*/{SWEEP}"), key=lambda p: p.stat().st_mtime, reverse=True):
         try:
             record = json.loads(marker.read_text())
         except (OSError, ValueError):
             continue
-        if record.get("status") != "running" or _without_resume(record.get("overrides", [])) != wanted:
+        if record.get("status") != "running" or _identity(record.get("overrides", [])) != wanted:
             continue
         if record.get("host") == socket.gethostname() and alive(int(record.get("pid", 0))):
             continue
         return marker.parent
     return None
+
+
+def in_sweep_order(sweep_dir: Path, overrides: list[str]) -> list[str]:
+    """`overrides` in the order the sweep in `sweep_dir` was started with them. Hydra numbers a grid's
+    jobs by the order of its keys on the command line (`a=1,2 b=3,4`: job 1 is a=1 b=4, not a=2 b=3),
+    and a resumed job continues the directory of its number: given in another order, each job would
+    find another's. One the sweep did not have (resume) goes last."""
+    try:
+        started = _without_resume(json.loads((sweep_dir / SWEEP).read_text()).get("overrides", []))
+    except (OSError, ValueError):
+        return overrides
+
+    def position(override: str) -> int:
+        [blanked] = redact_overrides([override])
+        return started.index(blanked) if blanked in started else len(started)
+
+    return sorted(overrides, key=position)
 
 
 def _write_marker(sweep_dir: Path, record: dict[str, Any]) -> None:

@@ -62,7 +62,8 @@ def params(config: Mapping[str, Any]) -> dict[str, str]:
 
 def prompts_log(result: RunResult, limit: int = RAW_REPLY_LIMIT) -> str:
     """Every rendered prompt and raw reply, one JSON object per model call; a message longer than
-    `limit` characters (raw_reply_limit) is cut to its head: results.jsonl holds it whole."""
+    `limit` characters (raw_reply_limit) is cut to its head, as results.jsonl keeps it
+    (StepResult.stored; a run directory of an older evalframe may hold it whole)."""
     records = []
     for item in result.items:
         steps = [("target", item.target_step)] if item.target_step else []
