@@ -169,3 +169,31 @@ def test_a_huge_number_in_another_column_of_a_record_is_a_data_error() -> None:
     rows = Rows.of(rows_from_records([{"input": "q", "n": int("9" * 4000) ** 2}], {}), "data")
     with pytest.raises(EvalframeError, match=r"data, line 1 \(id 1\): a value cannot be read"):
         rows.validate(lambda window: None)  # before any call, not when results.jsonl is written
+
+
+# --- work bounded before it starts ---------------------------------------------------------------------
+
+
+def test_a_billion_repeats_stop_before_any_row_is_read(scripted: ScriptedModel, tmp_path: Path) -> None:
+    # Before: the (judge, repeat) list of the first item was built up front, 24 GB and a MemoryError.
+    error = usage_error(judged(scripted, "repeats=1000000000"), tmp_path)
+    assert error.startswith("max_judgments=100,000: this run would ask for at least 1,000,000,000 judgments")
+    assert "answer_similarity: 1 judge(s) x 1,000,000,000 repeat(s) per row" in error
+    assert "raise max_judgments (null: no cap)" in error
+    assert scripted.count() == 0
+
+
+def test_rows_times_judges_times_repeats_is_bounded_and_the_cap_can_be_raised(
+    scripted: ScriptedModel, tmp_path: Path
+) -> None:
+    panel = "scorers.answer_similarity.models=[{name: scripted/judge, api_key_env: null}, " + (
+        "{name: scripted/judge, api_key_env: null, label: again}]"
+    )
+    args = judged(scripted, panel, "repeats=2")  # 3 rows x 2 judges x 2 repeats = 12 judgments
+    error = usage_error([*args, "max_judgments=11"], tmp_path)
+    assert "max_judgments=11: this run would ask for 3 rows x 4 judgments" in error
+    assert "answer_similarity: 2 judge(s) x 2 repeat(s) per row" in error
+    assert scripted.count() == 0
+    for cap in ("12", "null"):
+        pipeline.plan(configs.resolve(configs.compose([*args, f"max_judgments={cap}"])))
+    assert "max_judgments=0: it should be greater than 0" in usage_error([*args, "max_judgments=0"], tmp_path)

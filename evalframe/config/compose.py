@@ -91,6 +91,7 @@ _TOP: dict[str, TypeAdapter[Any]] = {
     "concurrency": TypeAdapter(PositiveInt),  # 0 would wait forever for a free slot
     "window": TypeAdapter(PositiveInt | None),
     "keep_items": TypeAdapter(NonNegativeInt | None),
+    "max_judgments": TypeAdapter(PositiveInt | None),
     "max_unscored_rate": TypeAdapter(Annotated[float, Field(ge=0, le=1)]),
 }
 _PENALTY = TypeAdapter(NonNegativeFloat)  # every weight of a `penalties` mapping

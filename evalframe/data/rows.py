@@ -290,6 +290,11 @@ def _read(cfg: Mapping[str, Any]) -> Iterator[Row]:
     yield from _rows(_records(path, fmt), cfg, str(path), "line", fix)
 
 
+def window_size(config: Mapping[str, Any]) -> int:
+    """The run's `window`: the most rows (and items) in flight at once."""
+    return int(config.get("window") or 2000)
+
+
 def windows(rows: Iterable[Row], size: int) -> Iterator[list[Row]]:
     """Consecutive lists of at most `size` rows."""
     if size < 1:
