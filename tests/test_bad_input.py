@@ -197,3 +197,43 @@ def test_rows_times_judges_times_repeats_is_bounded_and_the_cap_can_be_raised(
     for cap in ("12", "null"):
         pipeline.plan(configs.resolve(configs.compose([*args, f"max_judgments={cap}"])))
     assert "max_judgments=0: it should be greater than 0" in usage_error([*args, "max_judgments=0"], tmp_path)
+
+
+# --- text and numbers checked at the door --------------------------------------------------------------
+
+GOOD = {"input": "q", "ground_truth": "a", "output": "a"}
+CALL = {"name": "get_weather", "arguments": {"city": "Paris"}}
+
+
+@pytest.mark.parametrize(
+    ("row", "field"),
+    [
+        ({"input": "q\ud800"}, "'input'"),
+        ({"contexts": ["fine", "\ud800"]}, "'contexts'[1]"),
+        ({"tool_calls": [CALL, {"name": "get\udfff", "arguments": {}}]}, "'tool_calls'[1].name"),
+        (
+            {"tool_calls": [{**CALL, "arguments": '{"city": "\\ud800"}'}]},
+            "'tool_calls': get_weather's arguments.city",
+        ),
+        ({"notes": {"by": "\ud800"}}, "'notes'.by"),
+        ({"n\ud800": 1}, "a column's name"),
+    ],
+)
+def test_a_lone_surrogate_anywhere_in_a_row_stops_the_run_at_the_door(
+    row: dict[str, object], field: str, scripted: ScriptedModel, tmp_path: Path
+) -> None:
+    # Before: it passed validation, and writing results.jsonl raised UnicodeEncodeError half-way.
+    import json
+
+    path = tmp_path / "d.jsonl"
+    path.write_text(f"{json.dumps(GOOD)}\n{json.dumps({**GOOD, **row})}\n")  # json.dumps writes \ud800
+    error = usage_error(judged(scripted, "dataset=jsonl", f"dataset.path={path}"), tmp_path / "out")
+    assert f"{path}, line 2: {field} is not valid Unicode text (a lone surrogate" in error
+    assert scripted.count() == 0 and not list(tmp_path.glob("out/**/results.jsonl"))
+
+
+def test_a_lone_surrogate_in_a_csv_cells_json_is_caught_too(scripted: ScriptedModel, tmp_path: Path) -> None:
+    path = tmp_path / "d.csv"
+    path.write_text('input,ground_truth,output,contexts\nq,a,a,"[""\\ud800""]"\n')
+    error = usage_error(judged(scripted, "dataset=csv", f"dataset.path={path}"), tmp_path / "out")
+    assert f"{path}, line 2: 'contexts'[0] is not valid Unicode text" in error

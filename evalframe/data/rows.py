@@ -141,18 +141,49 @@ def _json_list(value: Any, column: str, where: str) -> list[Any]:
             raise DataError(
                 f"{where}: {column!r} must be a list (a JSON list in a CSV cell), got text {_short(value)}"
             )
-        value = _loads(text, f"{where}: {column!r} is not a valid JSON list")
+        value = _loads(text, f"{where}: {column!r} is not a valid JSON list", repr(column), where)
     if not isinstance(value, list):
         raise DataError(f"{where}: {column!r} must be a list, got {type(value).__name__}")
     return value
 
 
-def _loads(text: str, problem: str) -> Any:
-    """JSON text's value, or a DataError saying `problem` and where the text breaks."""
+def _loads(text: str, problem: str, field: str, where: str) -> Any:
+    """JSON text's value, checked as a record's values are (`field` names it), or a DataError saying
+    `problem` and where the text breaks."""
     try:
-        return json.loads(text)
+        value = json.loads(text)
     except json.JSONDecodeError as e:
         raise DataError(f"{problem} ({e.msg} at column {e.colno})") from None
+    _check_values(value, field, where)
+    return value
+
+
+def _leaves(value: Any, path: str) -> Iterator[tuple[str, Any]]:
+    """Every key and value that is no mapping or list, at any depth, with its path: 'tool_calls'[0].name."""
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            yield f"a key of {path}", key
+            yield from _leaves(item, f"{path}.{key}")
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            yield from _leaves(item, f"{path}[{i}]")
+    else:
+        yield path, value
+
+
+def _check_values(value: Any, field: str, where: str) -> None:
+    """Text is checked once, at the door: every string is valid Unicode. A lone surrogate (JSON's
+    "\\ud800") reads and validates fine but cannot be written as UTF-8, so results.jsonl would stop
+    the run half-way through with a traceback."""
+    for path, leaf in _leaves(value, field):
+        if isinstance(leaf, str):
+            try:
+                leaf.encode("utf-8")
+            except UnicodeEncodeError as e:
+                raise DataError(
+                    f"{where}: {path} is not valid Unicode text (a lone surrogate, {leaf[e.start]!r}, at "
+                    f"character {e.start}); fix the text or drop the row"
+                ) from None
 
 
 def _short(text: str) -> str:
@@ -183,7 +214,7 @@ def tool_call(value: Any, column: str, where: str) -> ToolCall:
         arguments = {}
     if isinstance(arguments, str):
         problem = f"{where}: {column!r}: the arguments of {spec['name']} are not valid JSON"
-        arguments = _loads(arguments, problem)
+        arguments = _loads(arguments, problem, f"{column!r}: {spec['name']}'s arguments", where)
     if not isinstance(arguments, Mapping):
         raise DataError(f"{where}: {column!r}: the arguments of {spec['name']} must be an object")
     return ToolCall(spec["name"], dict(arguments))
@@ -256,6 +287,9 @@ def _row(
     """One record as a Row through the column mapping; errors name `where`."""
     if not isinstance(record, Mapping):
         raise DataError(f"{where}: expected a dict (one per row), got {type(record).__name__}")
+    for column, value in record.items():
+        _check_values(column, "a column's name", where)
+        _check_values(value, repr(column), where)
     question = ""
     if columns["input"] is not None:  # null: the dataset has no questions (e.g. answer pairs)
         if columns["input"] not in record:
