@@ -237,3 +237,48 @@ def test_a_lone_surrogate_in_a_csv_cells_json_is_caught_too(scripted: ScriptedMo
     path.write_text('input,ground_truth,output,contexts\nq,a,a,"[""\\ud800""]"\n')
     error = usage_error(judged(scripted, "dataset=csv", f"dataset.path={path}"), tmp_path / "out")
     assert f"{path}, line 2: 'contexts'[0] is not valid Unicode text" in error
+
+
+@pytest.mark.parametrize(
+    ("value", "field", "shown"),
+    [
+        ('[{"name": "f", "arguments": {"x": NaN}}]', "'tool_calls'[0].arguments.x", "nan"),
+        ('[{"name": "f", "arguments": {"x": [1, -Infinity]}}]', "'tool_calls'[0].arguments.x[1]", "-inf"),
+        ('[{"name": "f", "arguments": "{\\"x\\": 1e999}"}]', "'tool_calls': f's arguments.x", "inf"),
+        (
+            '[{"type": "function", "function": {"name": "f", "arguments": "{\\"x\\": NaN}"}}]',
+            "f's arguments.x",
+            "nan",
+        ),
+    ],
+)
+def test_tool_call_arguments_must_be_finite_numbers(
+    value: str, field: str, shown: str, scripted: ScriptedModel, tmp_path: Path
+) -> None:
+    # Before: accepted; NaN never equals NaN, so the call scored 0, and results.jsonl got Infinity tokens.
+    path = tmp_path / "d.jsonl"
+    row = '{"input": "q", "output": "o", "tool_calls": %s, "expected_tool_calls": []}'
+    path.write_text(f"{row % '[]'}\n{row % value}\n")
+    error = usage_error(
+        ["scorer=tool_call_accuracy", "tracking=none", "dataset=jsonl", f"dataset.path={path}"], tmp_path
+    )
+    assert f"{path}, line 2: " in error and f"{field} is {shown}, not a finite number" in error
+
+
+def test_every_number_of_a_row_is_finite_the_human_score_and_csv_cells_too(tmp_path: Path) -> None:
+    from evalframe.data.rows import load_rows, rows_from_records
+
+    path = tmp_path / "d.csv"
+    path.write_text(
+        'input,human,tool_calls\nq,nan,[]\nq,1,"[{""name"": ""f"", ""arguments"": {""x"": NaN}}]"\n'
+    )
+    with pytest.raises(
+        EvalframeError, match=r"d.csv, line 2: the human score \('human'\) is 'nan', not a finite"
+    ):
+        load_rows({"path": str(path), "format": "csv", "human_score": "human"})
+    with pytest.raises(
+        EvalframeError, match=r"d.csv, line 3: 'tool_calls'\[0\].arguments.x is nan, not a finite"
+    ):
+        load_rows({"path": str(path), "format": "csv"})
+    with pytest.raises(EvalframeError, match=r"data, record 2: 'n'.a is inf, not a finite number"):
+        rows_from_records([{"input": "q", "n": {"a": 1.0}}, {"input": "q", "n": {"a": float("inf")}}], {})

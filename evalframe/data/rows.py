@@ -11,6 +11,7 @@ import csv
 import hashlib
 import itertools
 import json
+import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -126,11 +127,14 @@ def _human(record: Mapping[str, Any], column: str | None, where: str) -> float |
         return None
     value = record.get(column)
     try:
-        return float(value)  # type: ignore[arg-type]
+        score = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
+        score = math.nan
+    if not math.isfinite(score):  # "nan" and "inf" are floats to Python, never a person's score
         raise DataError(
-            f"{where}: the human score ({column!r}) is {value!r}, not a number; fix it or drop the row"
-        ) from None
+            f"{where}: the human score ({column!r}) is {value!r}, not a finite number; fix it or drop the row"
+        )
+    return score
 
 
 def _json_list(value: Any, column: str, where: str) -> list[Any]:
@@ -172,10 +176,14 @@ def _leaves(value: Any, path: str) -> Iterator[tuple[str, Any]]:
 
 
 def _check_values(value: Any, field: str, where: str) -> None:
-    """Text is checked once, at the door: every string is valid Unicode. A lone surrogate (JSON's
-    "\\ud800") reads and validates fine but cannot be written as UTF-8, so results.jsonl would stop
-    the run half-way through with a traceback."""
+    """Text and numbers are checked once, at the door: every string is valid Unicode, every number
+    finite. A lone surrogate (JSON's "\\ud800") reads and validates fine but cannot be written as
+    UTF-8, so results.jsonl would stop the run half-way through with a traceback. NaN equals nothing,
+    not even itself (a tool call holding it scores 0), and neither it nor Infinity (JSON's NaN,
+    Infinity, 1e999) is standard JSON for results.jsonl."""
     for path, leaf in _leaves(value, field):
+        if isinstance(leaf, float) and not math.isfinite(leaf):
+            raise DataError(f"{where}: {path} is {leaf}, not a finite number; fix it or drop the row")
         if isinstance(leaf, str):
             try:
                 leaf.encode("utf-8")
