@@ -141,6 +141,8 @@ def _json_list(value: Any, column: str, where: str) -> list[Any]:
     """A list column's value: a list, or a JSON list written as text (a CSV cell)."""
     if isinstance(value, str):
         text = value.strip()
+        if not text:  # an empty CSV cell: nothing retrieved, no call made (each scorer's `empty` rule)
+            return []
         if not text.startswith("["):
             raise DataError(
                 f"{where}: {column!r} must be a list (a JSON list in a CSV cell), got text {_short(value)}"
