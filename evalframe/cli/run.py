@@ -74,13 +74,14 @@ def run(cfg: DictConfig) -> tuple[int, float]:
     report.quiet_libraries(bool(hydra_cfg.verbose))
     direction = "minimize" if OmegaConf.select(cfg, "objective.direction") == "minimize" else "maximize"
     failed = Objective("none", direction)
+    sweep = hydra_cfg.mode == RunMode.MULTIRUN
     output_dir = Path(hydra_cfg.runtime.output_dir)
     overrides = list(hydra_cfg.overrides.task)
     # Hydra has already written the command line to .hydra/ (and a sweep's to multirun.yaml): blank
     # every secret value passed on it, then those set in YAML files too. A joblib worker never ran
     # main(): its console and log files are guarded here.
     hydra_files = output_dir / hydra_cfg.output_subdir if hydra_cfg.output_subdir else output_dir
-    sweep_file = Path(hydra_cfg.sweep.dir) / "multirun.yaml" if hydra_cfg.mode == RunMode.MULTIRUN else None
+    sweep_file = Path(hydra_cfg.sweep.dir) / "multirun.yaml" if sweep else None
     redaction.remember_overrides(overrides)
     redaction.guard_console()
 
@@ -98,9 +99,9 @@ def run(cfg: DictConfig) -> tuple[int, float]:
             from evalframe.cli import rescore
 
             code, objective = rescore.main(config, output_dir, overrides)
-            return code, (objective or failed).returned()
+            return code, (objective or failed).returned(sweep)
         require_multirun(hydra_cfg)
-        if hydra_cfg.mode == RunMode.MULTIRUN and config.get("resume") not in (None, False, "false"):
+        if sweep and config.get("resume") not in (None, False, "false"):
             # A job of a resumed sweep: its directory is the killed sweep's, holding what it did.
             manifest = Journal(output_dir).manifest
             if manifest.get("status") == "finished":
@@ -111,7 +112,7 @@ def run(cfg: DictConfig) -> tuple[int, float]:
             # Hydra's default run directory is outputs/DATE/TIME: unfinished runs are looked for there.
             resume_from = resume_dir(config.get("resume"), output_dir.parent.parent, config)
         result, code = pipeline.evaluate(config, output_dir, resume_from, overrides)
-        return code, (result.objective or failed).returned()
+        return code, (result.objective or failed).returned(sweep)
     except EvalframeError as e:
         print(f"error: {e}", file=sys.stderr)
         if e.exit_code == EXIT_USAGE:

@@ -152,11 +152,14 @@ class Objective:
     def worst(self) -> float:
         return -math.inf if self.direction == "maximize" else math.inf
 
-    def returned(self) -> float:
+    def returned(self, sweep: bool = True) -> float:
         """What the task hands to the sweeper. A NaN objective (all items unscored, or constant scores
         so no rank correlation exists) becomes the worst value: Optuna rejects NaN and, through the
-        Hydra sweeper, would crash the whole search; the worst value just steers it away."""
+        Hydra sweeper, would crash the whole search; the worst value just steers it away. Said only in
+        a sweep (`sweep`): a single run has no sweeper, and its summary shows the unscored items."""
         if math.isnan(self.value):
+            if not sweep:
+                return self.worst
             why = (
                 "a model without a known price answered (README: Cost)"
                 if self.metric == "usage/cost"
