@@ -205,7 +205,8 @@ def culprits(old: list[str], new: list[str], items: list[ItemResult], source: st
     found = []
     for override in new:
         try:
-            config = configs.resolve(configs.compose(merge(old, [override])))
+            command = merge(old, [override])
+            config = configs.resolve(configs.compose(command), command)
             given = replayed(items, source, config["dataset"])
             p = plan(config, given)
             ctx = Context(limiter=asyncio.Semaphore(8), cache=given.cache or Replay({}))

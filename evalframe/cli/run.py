@@ -92,7 +92,7 @@ def run(cfg: DictConfig) -> tuple[int, float]:
 
     scrub_hydra_files()
     try:
-        config = configs.resolve(cfg)
+        config = configs.resolve(cfg, overrides)
         redaction.remember(config)
         scrub_hydra_files()
         if config.get("rescore"):
