@@ -169,3 +169,116 @@ def test_a_huge_number_in_another_column_of_a_record_is_a_data_error() -> None:
     rows = Rows.of(rows_from_records([{"input": "q", "n": int("9" * 4000) ** 2}], {}), "data")
     with pytest.raises(EvalframeError, match=r"data, line 1 \(id 1\): a value cannot be read"):
         rows.validate(lambda window: None)  # before any call, not when results.jsonl is written
+
+
+# --- work bounded before it starts ---------------------------------------------------------------------
+
+
+def test_a_billion_repeats_stop_before_any_row_is_read(scripted: ScriptedModel, tmp_path: Path) -> None:
+    # Before: the (judge, repeat) list of the first item was built up front, 24 GB and a MemoryError.
+    error = usage_error(judged(scripted, "repeats=1000000000"), tmp_path)
+    assert error.startswith("max_judgments=100,000: this run would ask for at least 1,000,000,000 judgments")
+    assert "answer_similarity: 1 judge(s) x 1,000,000,000 repeat(s) per row" in error
+    assert "raise max_judgments (null: no cap)" in error
+    assert scripted.count() == 0
+
+
+def test_rows_times_judges_times_repeats_is_bounded_and_the_cap_can_be_raised(
+    scripted: ScriptedModel, tmp_path: Path
+) -> None:
+    panel = "scorers.answer_similarity.models=[{name: scripted/judge, api_key_env: null}, " + (
+        "{name: scripted/judge, api_key_env: null, label: again}]"
+    )
+    args = judged(scripted, panel, "repeats=2")  # 3 rows x 2 judges x 2 repeats = 12 judgments
+    error = usage_error([*args, "max_judgments=11"], tmp_path)
+    assert "max_judgments=11: this run would ask for 3 rows x 4 judgments" in error
+    assert "answer_similarity: 2 judge(s) x 2 repeat(s) per row" in error
+    assert scripted.count() == 0
+    for cap in ("12", "null"):
+        pipeline.plan(configs.resolve(configs.compose([*args, f"max_judgments={cap}"])))
+    assert "max_judgments=0: it should be greater than 0" in usage_error([*args, "max_judgments=0"], tmp_path)
+
+
+# --- text and numbers checked at the door --------------------------------------------------------------
+
+GOOD = {"input": "q", "ground_truth": "a", "output": "a"}
+CALL = {"name": "get_weather", "arguments": {"city": "Paris"}}
+
+
+@pytest.mark.parametrize(
+    ("row", "field"),
+    [
+        ({"input": "q\ud800"}, "'input'"),
+        ({"contexts": ["fine", "\ud800"]}, "'contexts'[1]"),
+        ({"tool_calls": [CALL, {"name": "get\udfff", "arguments": {}}]}, "'tool_calls'[1].name"),
+        (
+            {"tool_calls": [{**CALL, "arguments": '{"city": "\\ud800"}'}]},
+            "'tool_calls': get_weather's arguments.city",
+        ),
+        ({"notes": {"by": "\ud800"}}, "'notes'.by"),
+        ({"n\ud800": 1}, "a column's name"),
+    ],
+)
+def test_a_lone_surrogate_anywhere_in_a_row_stops_the_run_at_the_door(
+    row: dict[str, object], field: str, scripted: ScriptedModel, tmp_path: Path
+) -> None:
+    # Before: it passed validation, and writing results.jsonl raised UnicodeEncodeError half-way.
+    import json
+
+    path = tmp_path / "d.jsonl"
+    path.write_text(f"{json.dumps(GOOD)}\n{json.dumps({**GOOD, **row})}\n")  # json.dumps writes \ud800
+    error = usage_error(judged(scripted, "dataset=jsonl", f"dataset.path={path}"), tmp_path / "out")
+    assert f"{path}, line 2: {field} is not valid Unicode text (a lone surrogate" in error
+    assert scripted.count() == 0 and not list(tmp_path.glob("out/**/results.jsonl"))
+
+
+def test_a_lone_surrogate_in_a_csv_cells_json_is_caught_too(scripted: ScriptedModel, tmp_path: Path) -> None:
+    path = tmp_path / "d.csv"
+    path.write_text('input,ground_truth,output,contexts\nq,a,a,"[""\\ud800""]"\n')
+    error = usage_error(judged(scripted, "dataset=csv", f"dataset.path={path}"), tmp_path / "out")
+    assert f"{path}, line 2: 'contexts'[0] is not valid Unicode text" in error
+
+
+@pytest.mark.parametrize(
+    ("value", "field", "shown"),
+    [
+        ('[{"name": "f", "arguments": {"x": NaN}}]', "'tool_calls'[0].arguments.x", "nan"),
+        ('[{"name": "f", "arguments": {"x": [1, -Infinity]}}]', "'tool_calls'[0].arguments.x[1]", "-inf"),
+        ('[{"name": "f", "arguments": "{\\"x\\": 1e999}"}]', "'tool_calls': f's arguments.x", "inf"),
+        (
+            '[{"type": "function", "function": {"name": "f", "arguments": "{\\"x\\": NaN}"}}]',
+            "f's arguments.x",
+            "nan",
+        ),
+    ],
+)
+def test_tool_call_arguments_must_be_finite_numbers(
+    value: str, field: str, shown: str, scripted: ScriptedModel, tmp_path: Path
+) -> None:
+    # Before: accepted; NaN never equals NaN, so the call scored 0, and results.jsonl got Infinity tokens.
+    path = tmp_path / "d.jsonl"
+    row = '{"input": "q", "output": "o", "tool_calls": %s, "expected_tool_calls": []}'
+    path.write_text(f"{row % '[]'}\n{row % value}\n")
+    error = usage_error(
+        ["scorer=tool_call_accuracy", "tracking=none", "dataset=jsonl", f"dataset.path={path}"], tmp_path
+    )
+    assert f"{path}, line 2: " in error and f"{field} is {shown}, not a finite number" in error
+
+
+def test_every_number_of_a_row_is_finite_the_human_score_and_csv_cells_too(tmp_path: Path) -> None:
+    from evalframe.data.rows import load_rows, rows_from_records
+
+    path = tmp_path / "d.csv"
+    path.write_text(
+        'input,human,tool_calls\nq,nan,[]\nq,1,"[{""name"": ""f"", ""arguments"": {""x"": NaN}}]"\n'
+    )
+    with pytest.raises(
+        EvalframeError, match=r"d.csv, line 2: the human score \('human'\) is 'nan', not a finite"
+    ):
+        load_rows({"path": str(path), "format": "csv", "human_score": "human"})
+    with pytest.raises(
+        EvalframeError, match=r"d.csv, line 3: 'tool_calls'\[0\].arguments.x is nan, not a finite"
+    ):
+        load_rows({"path": str(path), "format": "csv"})
+    with pytest.raises(EvalframeError, match=r"data, record 2: 'n'.a is inf, not a finite number"):
+        rows_from_records([{"input": "q", "n": {"a": 1.0}}, {"input": "q", "n": {"a": float("inf")}}], {})

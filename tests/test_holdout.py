@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from evalframe.data import rows as data
+from evalframe.data import rows as data, splits
 from evalframe.errors import ConfigError
 from evalframe.results.intervals import Interval
 from evalframe.results.jobs import Holdout, best_of, read_jobs
@@ -32,34 +32,34 @@ def _rows(n: int = 100) -> list[data.Row]:
 
 def test_the_split_is_seeded_and_stratified_by_human_score() -> None:
     rows = _rows()
-    held = data.holdout_ids(rows, 0.3, seed=0)
-    assert len(held) == 30 and data.holdout_ids(rows, 0.3, seed=0) == held
-    assert data.holdout_ids(rows, 0.3, seed=1) != held
+    held = splits.holdout_ids(rows, 0.3, seed=0)
+    assert len(held) == 30 and splits.holdout_ids(rows, 0.3, seed=0) == held
+    assert splits.holdout_ids(rows, 0.3, seed=1) != held
     everyone = Counter(r.human for r in rows)
     out = Counter(r.human for r in rows if r.id in held)
     assert all(abs(out[k] - 0.3 * n) <= 1 for k, n in everyone.items())  # each score's share held out
     whole = data.Rows.of(rows)
     whole.validate(lambda window: None)
-    tuning = data.tune_part(whole, {"holdout": 0.3})
-    held_part = data.tune_part(whole, {"holdout": 0.3, "part": "holdout"})
+    tuning = splits.tune_part(whole, {"holdout": 0.3})
+    held_part = splits.tune_part(whole, {"holdout": 0.3, "part": "holdout"})
     assert len(tuning) == 70 and len(held_part) == 30
     assert {r.id for r in tuning} | {r.id for r in held_part} == {r.id for r in rows}
     assert {r.id for r in held_part} == held
-    assert data.tune_part(whole, {"holdout": None}) is whole
+    assert splits.tune_part(whole, {"holdout": None}) is whole
 
 
 def test_a_split_that_cannot_work_says_what_to_fix(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(ConfigError, match="between 0 and 1"):
-        data.holdout_ids(_rows(), 1.5, 0)
+        splits.holdout_ids(_rows(), 1.5, 0)
     with pytest.raises(ConfigError, match="leaves a part empty"):
-        data.holdout_ids(_rows(1), 0.3, 0)
+        splits.holdout_ids(_rows(1), 0.3, 0)
     # A score held by one row cannot be stratified: a plain seeded split, said once.
     rows = [data.Row(f"r{i}", "q", "a", "a", i, human=float(i)) for i in range(10)]
-    assert len(data.holdout_ids(rows, 0.3, 0)) == 3 and "split at random" in capsys.readouterr().err
+    assert len(splits.holdout_ids(rows, 0.3, 0)) == 3 and "split at random" in capsys.readouterr().err
     whole = data.Rows.of(rows)
     whole.validate(lambda window: None)
     with pytest.raises(ConfigError, match="part=test: choose tune or holdout"):
-        data.tune_part(whole, {"holdout": 0.3, "part": "test"})
+        splits.tune_part(whole, {"holdout": 0.3, "part": "test"})
 
 
 def test_the_verdict_follows_the_objectives_direction() -> None:

@@ -506,3 +506,43 @@ def test_the_readmes_panel_and_repeats_examples_run_as_written(
     asked = [i for i in items if i["output"].strip()]  # an empty output scores 0 without a call
     assert asked and all(len(i["scores"]["factuality"]["judgments"]) == 3 for i in asked)
     assert "0% of items unstable" in repeated.stdout
+
+
+def test_model_overrides_on_the_command_line_reach_a_panels_presets(
+    judge_server: FakeLLMServer, tmp_path: Path
+) -> None:
+    # Before: the presets ignored model.api_base and went to api.openai.com with the key, silently.
+    args = [
+        "scorer=answer_similarity",
+        "scorers.answer_similarity.models=[gpt,gpt]",
+        f"model.api_base={judge_server.openai_base}",
+        "model.timeout=10",
+        "model.max_retries=0",
+        "dataset.limit=2",
+        "tracking=none",
+    ]
+    done = run_cli(args, cwd=tmp_path, env={"OPENAI_API_KEY": "sk-test"})
+    assert done.returncode == 0, done.stderr
+    assert judge_server.count() > 0 and {r.model for r in judge_server.requests} == {"gpt-4o-mini"}
+    [run] = tmp_path.glob("outputs/*/*/run.json")
+    models = json.loads(run.read_text())["config"]["scorers"]["answer_similarity"]["models"]
+    assert [(m["label"], m["api_base"]) for m in models] == [("gpt", judge_server.openai_base)] * 2
+    items = [json.loads(line) for line in next(tmp_path.glob("outputs/*/*/results.jsonl")).open()]
+    judges = {j["judge"] for i in items for j in i["scores"]["answer_similarity"]["judgments"]}
+    assert judges == {"gpt", "gpt_2"}
+
+
+def test_every_model_override_reaches_each_preset_but_its_name_is_refused() -> None:
+    from evalframe.config import compose as configs
+
+    panel = ["scorer=factuality", "scorers.factuality.models=[gpt,claude]"]
+    overrides = [*panel, "model.temperature=0.7", "+model.extra.top_p=0.9"]
+    models = configs.resolve(configs.compose(overrides), overrides)["scorers"]["factuality"]["models"]
+    assert [(m["label"], m["name"], m["temperature"], m["extra"]) for m in models] == [
+        ("gpt", "openai/gpt-4o-mini", 0.7, {"top_p": 0.9}),
+        ("claude", models[1]["name"], 0.7, {"top_p": 0.9}),
+    ]
+    assert models[1]["name"].startswith("anthropic/") and models[1]["api_key_env"] == "ANTHROPIC_API_KEY"
+    renamed = [*panel, "model.name=openai/gpt-4o"]
+    with pytest.raises(ConfigError, match=r"model.name=openai/gpt-4o would make every preset of"):
+        configs.resolve(configs.compose(renamed), renamed)

@@ -123,3 +123,26 @@ def test_a_scorer_needing_a_column_the_dataset_lacks_stops_before_any_call(
         mapped, tmp_path / "o2", given=pipeline.Given(scorers={"exact_match": scorer})
     )[0]
     assert result.count == 1 and [row.contexts for row in scorer.asked] == [["c"]]
+
+
+def test_an_empty_csv_cell_is_an_empty_list_scored_by_the_empty_rule(tmp_path: Path) -> None:
+    # Before: exit 2, "'tool_calls' must be a list (a JSON list in a CSV cell), got text ''".
+    path = tmp_path / "d.csv"
+    call = json.dumps([{"name": "f", "arguments": {}}]).replace('"', '""')
+    header = "id,input,output,tool_calls,expected_tool_calls,context_ids,reference_context_ids"
+    path.write_text(
+        f'{header}\nnone,Q?,A,,,, \nmade,Q?,A,"{call}",,"[""d1""]","[""d1""]"\n', encoding="utf-8"
+    )
+    none, made = load_rows({"path": str(path), "format": "csv"})
+    assert none.tool_calls == none.expected_tool_calls == none.context_ids == none.reference_context_ids == []
+    assert made.expected_tool_calls == []
+    scorers = "scorer=[tool_call_accuracy,context_precision_ids]"
+    config = compose(["dataset=csv", f"dataset.path={path}", "tracking=none", scorers, "max_unscored_rate=1"])
+    result, code = pipeline.evaluate(config, tmp_path / "out")
+    assert code == 0
+    items = {item.id: item.scores for item in result.items}
+    assert items["none"]["tool_call_accuracy"].score == 1.0  # nothing expected, nothing made: `empty` (1)
+    assert items["made"]["tool_call_accuracy"].score == 0.0  # one side empty: 0
+    ids = items["none"]["context_precision_ids"]
+    assert ids.not_applicable and ids.reason.endswith("no context id was retrieved")  # `empty`: n/a
+    assert items["made"]["context_precision_ids"].score == 1.0

@@ -17,6 +17,7 @@ from evalframe.results.objective import of_config
 from evalframe.run import pipeline
 from tests import short_answer_judge
 from tests.conftest import compose, fake_model, run_cli, sweep_runs
+from tests.scripted import ScriptedModel
 from tests.testserver import FakeLLMServer
 
 slow = pytest.mark.slow
@@ -251,6 +252,16 @@ def test_a_preset_without_multirun_or_with_a_bad_objective_stops_before_any_job(
     assert result.returncode == 2
     assert "scorer 'answer_similarity' is not selected" in result.stderr
     assert not list(tmp_path.glob("multirun/*/*/*/run.json"))
+
+
+def test_a_single_run_with_nothing_scored_names_no_sweeper(scripted: ScriptedModel, tmp_path: Path) -> None:
+    # Before: "objective ... is NaN for this run ...; reported to the sweeper as -inf", with no sweeper.
+    scripted.responder = lambda request: "not json"  # every item unscored: no mean
+    args = ["scorer=answer_similarity", *fake_model(scripted), "model.max_retries=0", "model.reply_retries=0"]
+    done = run_cli([*args, "dataset.limit=2", "max_unscored_rate=1", "tracking=none"], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "unscored" in done.stdout and "sweeper" not in done.stderr and "NaN" not in done.stderr
+    assert Objective("m", "maximize").returned() == -math.inf  # what the task returns still
 
 
 def test_nan_returns_the_worst_value_for_the_direction() -> None:

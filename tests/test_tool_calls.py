@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from evalframe.cli import rescore
-from evalframe.data.rows import ToolCall
+from evalframe.data.values import ToolCall
 from evalframe.errors import ConfigError
 from evalframe.results.journal import read_items
 from evalframe.results.nouns import ScoreResult

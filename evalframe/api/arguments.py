@@ -268,7 +268,7 @@ def _config(
         cfg.merge_with({"concurrency": concurrency, **_given(reason=reason)})
         if in_memory:  # the rows are in memory already: Evaluation.items holds every one of them
             cfg.merge_with({"keep_items": None})
-    return configs.resolve(cfg), [*choices, *overrides]
+    return configs.resolve(cfg, overrides), [*choices, *overrides]
 
 
 def _given(**values: Any) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from typing import Any
 from evalframe.config import compose as configs
 from evalframe.data import rows as data
 from evalframe.data.rows import Row
+from evalframe.data.values import lists_of
 from evalframe.errors import ConfigError
 from evalframe.models.cache import Replay, ReplayMiss
 from evalframe.models.calls import StepResult, Usage
@@ -176,7 +177,7 @@ def rows_of(items: list[ItemResult], dataset: Mapping[str, Any]) -> list[Row]:
             line=n,
             extra=i.record,
             human=i.human,
-            **data.lists_of(i.record, columns, f"item {i.id}"),
+            **lists_of(i.record, columns, f"item {i.id}"),
         )
         for n, i in enumerate(items, start=1)
     ]
@@ -209,7 +210,8 @@ def culprits(old: list[str], new: list[str], items: list[ItemResult], source: st
     found = []
     for override in new:
         try:
-            config = configs.resolve(configs.compose(merge(old, [override])))
+            command = merge(old, [override])
+            config = configs.resolve(configs.compose(command), command)
             given = replayed(items, source, config["dataset"])
             p = plan(config, given)
             ctx = Context(limiter=asyncio.Semaphore(8), cache=given.cache or Replay({}))

@@ -73,13 +73,14 @@ def run(cfg: DictConfig) -> tuple[int, float]:
     report.quiet_libraries(bool(hydra_cfg.verbose))
     direction = "minimize" if OmegaConf.select(cfg, "objective.direction") == "minimize" else "maximize"
     failed = Objective("none", direction)
+    sweep = hydra_cfg.mode == RunMode.MULTIRUN
     output_dir = Path(hydra_cfg.runtime.output_dir)
     overrides = list(hydra_cfg.overrides.task)
     # Hydra has already written the command line to .hydra/ (and a sweep's to multirun.yaml): blank
     # every secret value passed on it, then those set in YAML files too. A joblib worker never ran
     # main(): its console and log files are guarded here.
     hydra_files = output_dir / hydra_cfg.output_subdir if hydra_cfg.output_subdir else output_dir
-    sweep_file = Path(hydra_cfg.sweep.dir) / "multirun.yaml" if hydra_cfg.mode == RunMode.MULTIRUN else None
+    sweep_file = Path(hydra_cfg.sweep.dir) / "multirun.yaml" if sweep else None
     redaction.remember_overrides(overrides)
     redaction.guard_console()
 
@@ -90,7 +91,7 @@ def run(cfg: DictConfig) -> tuple[int, float]:
 
     scrub_hydra_files()
     try:
-        config = configs.resolve(cfg)
+        config = configs.resolve(cfg, overrides)
         redaction.remember(config)
         scrub_hydra_files()
         return _job(config, hydra_cfg, output_dir, overrides, failed)
@@ -127,20 +128,30 @@ def _job(
         from evalframe.cli import rescore
 
         code, objective = rescore.main(config, output_dir, overrides)
-        return code, (objective or failed).returned()
+        return code, _returned(objective or failed, hydra_cfg)
     require_multirun(hydra_cfg)
     if hydra_cfg.mode == RunMode.MULTIRUN and config.get("resume") not in (None, False, "false"):
         # A job of a resumed sweep: its directory is the killed sweep's, holding what it did.
         manifest = Journal(output_dir).manifest
         if manifest.get("status") == "finished":
             kept = objectives.from_json(manifest.get("objective"))
-            return _finished_job(output_dir, config), (kept or failed).returned()
+            return _finished_job(output_dir, config), _returned(kept or failed, hydra_cfg)
         resume_from = resume_dir(str(output_dir), output_dir, config) if manifest else None
     else:
         # Hydra's default run directory is outputs/DATE/TIME: unfinished runs are looked for there.
         resume_from = resume_dir(config.get("resume"), output_dir.parent.parent, config)
     result, code = pipeline.evaluate(config, output_dir, resume_from, overrides)
-    return code, (result.objective or failed).returned()
+    return code, _returned(result.objective or failed, hydra_cfg)
+
+
+def _returned(objective: Objective, hydra_cfg: Any) -> float:
+    """The value a sweeper reads; in a sweep, a NaN objective says why the worst value goes instead
+    (a single run has no sweeper, and its summary shows the unscored items)."""
+    from hydra.types import RunMode
+
+    if hydra_cfg.mode == RunMode.MULTIRUN and (why := objective.why_worst()):
+        print(f"warning: {why}, the worst value", file=sys.stderr)
+    return objective.returned()
 
 
 def discard_unused(output_dir: Path, hydra_files: Path) -> None:

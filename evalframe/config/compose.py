@@ -4,7 +4,7 @@ rescore's look-ups, and resolving a composed config into plain data with errors 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, cast
 
 from omegaconf import DictConfig, OmegaConf
@@ -43,8 +43,45 @@ def compose(overrides: list[str]) -> DictConfig:
         restore_gh_from_backup(host)
 
 
-def resolve(cfg: DictConfig) -> dict[str, Any]:
-    """The composed config as plain data, every interpolation resolved and every `???` filled."""
+def preset(name: str, key: str, overrides: Sequence[str] = ()) -> dict[str, Any]:
+    """conf/model/NAME.yaml as Hydra composes it (with the base it pulls in), and `overrides`
+    (model.api_base=...) on top: from the running app's search path when it has that preset (so a
+    --config-dir of the user's own counts), else from the bundled conf/."""
+    from hydra import compose as hydra_compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.errors import HydraException
+    from hydra.initialize import get_gh_backup, restore_gh_from_backup
+
+    hydra = GlobalHydra.instance()
+    in_app = hydra.is_initialized() and name in hydra.config_loader().get_group_options("model")
+    bundled = sorted(p.stem for p in (CONF_DIR / "model").glob("*.yaml"))
+    if not in_app and name not in bundled:
+        raise ConfigError(
+            f"{key}: {name!r} is not a model preset ({', '.join(bundled)}); or give a mapping with the "
+            "model's keys, e.g. {name: openai/gpt-4o, api_key_env: OPENAI_API_KEY}"
+        )
+    lines = [f"+model={name}", *overrides]
+    try:
+        if in_app:
+            cfg = hydra_compose(overrides=lines)
+        else:
+            host = get_gh_backup()  # evaluate() may run inside the user's own Hydra app: put it back
+            hydra.clear()
+            try:
+                with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+                    cfg = hydra_compose(overrides=lines)
+            finally:
+                restore_gh_from_backup(host)
+        found = OmegaConf.to_container(cfg.model, resolve=True)
+    except (HydraException, OmegaConfBaseException) as e:
+        raise ConfigError(f"{key}: the preset {name} with {' '.join(overrides)}: {e}") from None
+    assert isinstance(found, dict)
+    return {str(k): v for k, v in found.items()}
+
+
+def resolve(cfg: DictConfig, overrides: Sequence[str] = ()) -> dict[str, Any]:
+    """The composed config as plain data, every interpolation resolved and every `???` filled;
+    `overrides` is the command line that composed it (its model.* reach a panel's presets)."""
     try:
         resolved = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
     except MissingMandatoryValue as e:
@@ -61,8 +98,31 @@ def resolve(cfg: DictConfig) -> dict[str, Any]:
             f"({', '.join(MODES)}); the folder is cache.dir"
         )
     _repeats_reach_every_judge(config)
+    _model_overrides_reach_every_judge(config, overrides)
     check(config)
     return config
+
+
+def _model_overrides_reach_every_judge(config: dict[str, Any], overrides: Sequence[str]) -> None:
+    """A panel's preset (`scorers.X.models=[gpt,claude]`) gets the command line's `model.*` overrides,
+    as `model=gpt` would: `model.api_base=...` sends every judge there, where the presets used to go
+    to their providers' public addresses, with the key, silently. Each becomes the mapping of its
+    settings (labelled as before), so the logged config says where every judge went. `model.name`
+    would make every judge one model under several labels: refused."""
+    mine = [o for o in overrides if o.lstrip("+~").startswith("model.")]
+    renamed = [o for o in mine if o.lstrip("+~").startswith("model.name=")]
+    for name, spec in (config.get("scorers") or {}).items():
+        models = spec.get("models") if isinstance(spec, dict) else None
+        if not mine or not isinstance(models, list):
+            continue
+        presets = [i for i, entry in enumerate(models) if isinstance(entry, str)]
+        if presets and renamed:
+            raise ConfigError(
+                f"{renamed[0]} would make every preset of scorers.{name}.models that one model: name each "
+                f"judge's model in the panel instead, e.g. scorers.{name}.models=[{{name: ..., label: ...}}]"
+            )
+        for i in presets:
+            models[i] = {**preset(models[i], f"scorers.{name}.models[{i}]", mine), "label": models[i]}
 
 
 def _repeats_reach_every_judge(config: dict[str, Any]) -> None:
@@ -91,6 +151,7 @@ _TOP: dict[str, TypeAdapter[Any]] = {
     "concurrency": TypeAdapter(PositiveInt),  # 0 would wait forever for a free slot
     "window": TypeAdapter(PositiveInt | None),
     "keep_items": TypeAdapter(NonNegativeInt | None),
+    "max_judgments": TypeAdapter(PositiveInt | None),
     "max_unscored_rate": TypeAdapter(Annotated[float, Field(ge=0, le=1)]),
 }
 _PENALTY = TypeAdapter(NonNegativeFloat)  # every weight of a `penalties` mapping

@@ -16,20 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evalframe.data.values import LISTS, ToolCall, as_text, check_values, human_score, lists_of
 from evalframe.errors import ConfigError, DataError
 from evalframe.paths import RESOURCES_DIR, SAMPLE_DATASET
 
 FIELDS = ("id", "input", "ground_truth", "output")
-# Columns of retrieval-augmented and tool-using applications: lists, each optional, mapped like the
-# others (dataset.columns.contexts=...). A scorer that needs one names it in `needs`.
-LISTS = (
-    "contexts",
-    "context_ids",
-    "reference_context_ids",
-    "tool_calls",
-    "expected_tool_calls",
-    "available_tools",
-)
 
 
 @dataclass(frozen=True)
@@ -48,25 +39,6 @@ class Row:
     tool_calls: list[ToolCall] | None = None  # the calls the application made, in order
     expected_tool_calls: list[ToolCall] | None = None
     available_tools: list[str] | None = None  # the names of the tools it was offered
-
-
-@dataclass(frozen=True)
-class ToolCall:
-    name: str
-    arguments: Mapping[str, Any]
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "arguments": dict(self.arguments)}
-
-
-def _text(value: Any) -> str | None:
-    """Dataset values as text. Non-string values (numbers, lists, objects) become JSON text, as the
-    reference system serialises non-string ground truth."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
 def _records(path: Path, fmt: str) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -121,98 +93,6 @@ def resolve_path(path: str | None) -> Path:
     return Path(path).expanduser()
 
 
-def _human(record: Mapping[str, Any], column: str | None, where: str) -> float | None:
-    if column is None:
-        return None
-    value = record.get(column)
-    try:
-        return float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise DataError(
-            f"{where}: the human score ({column!r}) is {value!r}, not a number; fix it or drop the row"
-        ) from None
-
-
-def _json_list(value: Any, column: str, where: str) -> list[Any]:
-    """A list column's value: a list, or a JSON list written as text (a CSV cell)."""
-    if isinstance(value, str):
-        text = value.strip()
-        if not text.startswith("["):
-            raise DataError(
-                f"{where}: {column!r} must be a list (a JSON list in a CSV cell), got text {_short(value)}"
-            )
-        value = _loads(text, f"{where}: {column!r} is not a valid JSON list")
-    if not isinstance(value, list):
-        raise DataError(f"{where}: {column!r} must be a list, got {type(value).__name__}")
-    return value
-
-
-def _loads(text: str, problem: str) -> Any:
-    """JSON text's value, or a DataError saying `problem` and where the text breaks."""
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise DataError(f"{problem} ({e.msg} at column {e.colno})") from None
-
-
-def _short(text: str) -> str:
-    return repr(text if len(text) <= 40 else text[:40] + "...")
-
-
-def _texts(value: list[Any], column: str, where: str) -> list[str]:
-    """Chunks or ids as text: strings as they are, numbers and objects as JSON text."""
-    out = []
-    for i, v in enumerate(value):
-        if v is None:
-            raise DataError(f"{where}: {column!r}[{i}] is null; drop it or give its text")
-        out.append(_text(v) or "")
-    return out
-
-
-def tool_call(value: Any, column: str, where: str) -> ToolCall:
-    """One tool call, as {name, arguments} or in OpenAI's shape ({type: function, function: {name,
-    arguments}}, arguments being JSON text); arguments may be an object or JSON text."""
-    spec = value.get("function", value) if isinstance(value, Mapping) else None
-    if not isinstance(spec, Mapping) or not isinstance(spec.get("name"), str) or not spec["name"]:
-        raise DataError(
-            f"{where}: {column!r} holds {_short(json.dumps(value, default=str))}, not a tool call; "
-            'write each call as {"name": "...", "arguments": {...}}'
-        )
-    arguments = spec.get("arguments")
-    if arguments is None or arguments == "":
-        arguments = {}
-    if isinstance(arguments, str):
-        problem = f"{where}: {column!r}: the arguments of {spec['name']} are not valid JSON"
-        arguments = _loads(arguments, problem)
-    if not isinstance(arguments, Mapping):
-        raise DataError(f"{where}: {column!r}: the arguments of {spec['name']} must be an object")
-    return ToolCall(spec["name"], dict(arguments))
-
-
-def _tool_name(value: Any, column: str, where: str) -> str:
-    """An offered tool: its name, or its definition (OpenAI's {type: function, function: {name}})."""
-    if isinstance(value, str) and value:
-        return value
-    return tool_call({**value, "arguments": {}} if isinstance(value, Mapping) else value, column, where).name
-
-
-def lists_of(record: Mapping[str, Any], columns: Mapping[str, str | None], where: str) -> dict[str, Any]:
-    """The LISTS columns of one record as Row fields, checked; a column the record lacks is None."""
-    found: dict[str, Any] = {}
-    for name in LISTS:
-        column = columns.get(name, name)
-        if column is None or record.get(column) is None:
-            continue
-        value = _json_list(record[column], column, where)
-        if name in ("tool_calls", "expected_tool_calls"):
-            found[name] = [tool_call(v, column, where) for v in value]
-        elif name == "available_tools":
-            found[name] = [_tool_name(v, column, where) for v in value]
-        else:
-            found[name] = _texts(value, column, where)
-    return found
-
-
 def column_names(cfg: Mapping[str, Any]) -> dict[str, str | None]:
     """The dataset column each field is read from (dataset.columns; a field's own name by default)."""
     mapped = cfg.get("columns") or {}
@@ -256,6 +136,9 @@ def _row(
     """One record as a Row through the column mapping; errors name `where`."""
     if not isinstance(record, Mapping):
         raise DataError(f"{where}: expected a dict (one per row), got {type(record).__name__}")
+    for column, value in record.items():
+        check_values(column, "a column's name", where)
+        check_values(value, repr(column), where)
     question = ""
     if columns["input"] is not None:  # null: the dataset has no questions (e.g. answer pairs)
         if columns["input"] not in record:
@@ -263,18 +146,18 @@ def _row(
                 f"{where}: no {columns['input']!r} field for the input; {input_fix} "
                 f"(found: {', '.join(map(str, record))})"
             )
-        question = _text(record[columns["input"]]) or ""
+        question = as_text(record[columns["input"]]) or ""
         if not question.strip():
             raise DataError(f"{where}: the input ({columns['input']!r}) is empty; every row needs a question")
-    row_id = _text(record.get(columns["id"])) or str(number)
+    row_id = as_text(record.get(columns["id"])) or str(number)
     return Row(
         id=row_id,
         input=question,
-        ground_truth=_text(record.get(columns["ground_truth"])),
-        output=_text(record.get(columns["output"])),
+        ground_truth=as_text(record.get(columns["ground_truth"])),
+        output=as_text(record.get(columns["output"])),
         line=number,
         extra=dict(record),
-        human=_human(record, human_column, where),
+        human=human_score(record, human_column, where),
         **lists_of(record, columns, where),
     )
 
@@ -288,6 +171,11 @@ def _read(cfg: Mapping[str, Any]) -> Iterator[Row]:
     path = resolve_path(cfg.get("path"))
     fix = "set dataset.columns.input to the right column, or null if there are no questions"
     yield from _rows(_records(path, fmt), cfg, str(path), "line", fix)
+
+
+def window_size(config: Mapping[str, Any]) -> int:
+    """The run's `window`: the most rows (and items) in flight at once."""
+    return int(config.get("window") or 2000)
 
 
 def windows(rows: Iterable[Row], size: int) -> Iterator[list[Row]]:
@@ -360,49 +248,6 @@ def _content(row: Row, source: str) -> bytes:
         return repr((row.id, row.input, row.ground_truth, row.output, row.human, row.extra)).encode()
     except (ValueError, RecursionError) as e:  # in-memory records: a huge integer, deep nesting
         raise DataError(f"{source}, line {row.line} (id {row.id}): {_unreadable(e)}") from None
-
-
-def holdout_ids(rows: Iterable[Row], share: float, seed: int) -> set[str]:
-    """The ids of a seeded, held-out `share` of the rows (tune.holdout), stratified by the human score
-    (rows without one are a stratum of their own) so both parts mix the labels alike."""
-    import sys
-
-    from sklearn.model_selection import train_test_split
-
-    if not 0 < share < 1:
-        raise ConfigError(f"tune.holdout={share}: hold out a share of the rows between 0 and 1, e.g. 0.3")
-    ids, strata = [], []
-    for row in rows:
-        ids.append(row.id)
-        strata.append("none" if row.human is None else repr(row.human))
-    if round(len(ids) * share) < 1 or round(len(ids) * (1 - share)) < 1:
-        raise ConfigError(
-            f"tune.holdout={share} of {len(ids)} rows leaves a part empty: use more rows or another share"
-        )
-    try:
-        _, held = train_test_split(ids, test_size=share, random_state=seed, stratify=strata)
-    except ValueError:  # a human score given to one row only cannot be on both sides
-        print(
-            f"note: tune.holdout: a human score has too few rows to stratify; the {len(ids)} split at random",
-            file=sys.stderr,
-        )
-        _, held = train_test_split(ids, test_size=share, random_state=seed)
-    return set(held)
-
-
-PARTS = ("tune", "holdout")  # tune.part: the rows a run scores when tune.holdout splits them
-
-
-def tune_part(rows: Rows, tune: Mapping[str, Any]) -> Rows:
-    """The part of the rows a run scores when `tune.holdout` splits them (all of them otherwise): a
-    sweep tunes on one part and checks the result on the other."""
-    if not tune.get("holdout"):
-        return rows
-    part = tune.get("part") or "tune"
-    if part not in PARTS:
-        raise ConfigError(f"tune.part={part}: choose {' or '.join(PARTS)}")
-    held_out = holdout_ids(rows, float(tune["holdout"]), int(tune.get("seed") or 0))
-    return rows.part(held_out, part == "holdout")
 
 
 def load_rows(cfg: Mapping[str, Any]) -> list[Row]:

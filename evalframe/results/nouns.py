@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 import statistics
-import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -179,19 +178,18 @@ class Objective:
         """What the task hands to the sweeper. A NaN objective (all items unscored, or constant scores
         so no rank correlation exists) becomes the worst value: Optuna rejects NaN and, through the
         Hydra sweeper, would crash the whole search; the worst value just steers it away."""
-        if math.isnan(self.value):
-            why = (
-                "a model without a known price answered (README: Cost)"
-                if self.metric == "usage/cost"
-                else "no scored items, or every score the same"
-            )
-            print(
-                f"warning: objective {self.metric} is NaN for this run ({why}); reported to the sweeper "
-                f"as {self.worst}, the worst value",
-                file=sys.stderr,
-            )
-            return self.worst
-        return self.value
+        return self.worst if math.isnan(self.value) else self.value
+
+    def why_worst(self) -> str | None:
+        """Why the sweeper is handed the worst value instead of this objective's (None: it is not)."""
+        if not math.isnan(self.value):
+            return None
+        why = (
+            "a model without a known price answered (README: Cost)"
+            if self.metric == "usage/cost"
+            else "no scored items, or every score the same"
+        )
+        return f"objective {self.metric} is NaN for this run ({why}); reported to the sweeper as {self.worst}"
 
     def to_json(self) -> dict[str, Any]:
         """As run.json records it (NaN as null: strict JSON)."""

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from evalframe import redaction
-from evalframe.data import rows as data
+from evalframe.data import rows as data, splits
 from evalframe.errors import EXIT_INTERRUPTED, ConfigError
 from evalframe.models.cache import Cache
 from evalframe.models.context import Context
@@ -27,7 +27,7 @@ from evalframe.results.journal import Journal
 from evalframe.results.nouns import RAW_REPLY_LIMIT, ItemResult, Objective, ScoreResult
 from evalframe.results.run import RunResult
 from evalframe.run import flow, tracked
-from evalframe.scorers.base import Scorer
+from evalframe.scorers.base import Scorer, bound_work
 from evalframe.targets.base import Target
 from evalframe.tracking import sweeps
 
@@ -83,6 +83,7 @@ def plan(config: dict[str, Any], given: Given | None = None) -> Plan:
         scorer.name = name
         scorers[name] = scorer
     target: Target = given.target if given.target is not None else _build(config["target"], "target")
+    bound_work(scorers, None, config.get("max_judgments"))  # judges x repeats alone: before reading rows
     # Credentials first: a missing key is the most common mistake and costs nothing to find (a
     # re-score, whose replies are all stored, asks no model and needs none).
     if given.cache is None or given.cache.asks_models:
@@ -102,17 +103,14 @@ def plan(config: dict[str, Any], given: Given | None = None) -> Plan:
         for name, need in needs:
             data.require(window, rows.source, need, f"scorer {name} needs", columns[need])
 
-    first = rows.validate(check, window_size(config))  # the whole file, one pass, before any call
+    first = rows.validate(check, data.window_size(config))  # the whole file, one pass, before any call
     if given.rows is None:  # (rows given as they are, the API's or a re-score's, are never split)
-        rows = data.tune_part(rows, config.get("tune") or {})
+        rows = splits.tune_part(rows, config.get("tune") or {})
+    bound_work(scorers, len(rows), config.get("max_judgments"))
     for scorer in scorers.values():
         scorer.validate(first)
     inputs = hashlib.sha256(f"{rows.digest}\n{target.identity()}".encode()).hexdigest()[:16]
     return Plan(config, target, scorers, rows, inputs)
-
-
-def window_size(config: Mapping[str, Any]) -> int:
-    return int(config.get("window") or 2000)
 
 
 async def execute(
@@ -123,7 +121,7 @@ async def execute(
     lower = frozenset(name for name, s in plan.scorers.items() if s.better == "lower")
     result = RunResult(items=[], scorers=list(plan.scorers), keep=keep, lower_better=lower)
     chunks = [plan.target.chunk, *(s.chunk for s in plan.scorers.values())]
-    window = window_size(plan.config)  # a batched judge gets a window of rows in each of its batches
+    window = data.window_size(plan.config)  # a batched judge gets a window of rows in each of its batches
     batched = any(m.batch for s in plan.scorers.values() for m in s.models())
     sizes = flow.sizes(window, window if batched else int(plan.config.get("concurrency", 8)), chunks)
 

@@ -112,6 +112,23 @@ class JudgeScorer(ItemScorer):
         """Score one item with the judge `settings` describe."""
 
 
+def bound_work(scorers: Mapping[str, Scorer], rows: int | None, cap: int | None) -> None:
+    """Work is bounded before it starts: a run of more judgments (one judge's chain on one item, once
+    per repeat: one model request or more) than `cap` (max_judgments) stops before any call, instead of
+    running for days or filling memory with judgments. `rows` None: before the rows are counted."""
+    panels = {name: s.panel for name, s in scorers.items() if isinstance(s, JudgeScorer)}
+    per_row = sum(len(p.judges) * p.repeats for p in panels.values())
+    if cap is None or (rows or 1) * per_row <= cap:
+        return
+    each = ", ".join(f"{n}: {len(p.judges)} judge(s) x {p.repeats:,} repeat(s)" for n, p in panels.items())
+    count = f"{rows:,} rows x {per_row:,}" if rows else f"at least {per_row:,}"
+    raise ConfigError(
+        f"max_judgments={cap:,}: this run would ask for {count} judgments ({each} per row), each one "
+        "model request or more; lower repeats, the panel (scorers.NAME.models) or dataset.limit, or "
+        "raise max_judgments (null: no cap)"
+    )
+
+
 class Reply(BaseModel):
     """Base of every structured judge reply. extra="forbid" writes additionalProperties: false into
     the JSON schema, which OpenAI's strict structured output requires."""

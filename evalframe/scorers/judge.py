@@ -25,7 +25,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field, create_model
 
-from evalframe.data.rows import LISTS, Row
+from evalframe.data.rows import Row
+from evalframe.data.values import LISTS
 from evalframe.errors import ConfigError
 from evalframe.models.calls import Message
 from evalframe.models.context import Context

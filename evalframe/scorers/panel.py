@@ -19,9 +19,9 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from evalframe.config.compose import preset
 from evalframe.errors import ConfigError
 from evalframe.models.settings import ModelSettings
-from evalframe.paths import CONF_DIR
 from evalframe.results.nouns import Judgment, ScoreResult
 
 AGGREGATES = ("mean", "median", "min", "max", "majority", "consensus")
@@ -75,40 +75,6 @@ class Judge:
 def _label(text: str) -> str:
     # MLflow metric names allow letters, digits, _ - . / and space: `ollama/llama3:8b` -> `ollama/llama3_8b`
     return re.sub(r"[^\w.\-/ ]", "_", text)
-
-
-def preset(name: str, key: str) -> dict[str, Any]:
-    """conf/model/NAME.yaml as Hydra composes it (with the base it pulls in): from the running app's
-    search path when it has that preset (so a --config-dir of the user's own counts), else from the
-    bundled conf/."""
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-    from hydra.errors import HydraException
-    from hydra.initialize import get_gh_backup, restore_gh_from_backup
-    from omegaconf import OmegaConf
-
-    overrides = [f"+model={name}"]
-    hydra = GlobalHydra.instance()
-    try:
-        if hydra.is_initialized() and name in hydra.config_loader().get_group_options("model"):
-            cfg = compose(overrides=overrides)
-        else:
-            host = get_gh_backup()  # evaluate() may run inside the user's own Hydra app: put it back
-            hydra.clear()
-            try:
-                with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-                    cfg = compose(overrides=overrides)
-            finally:
-                restore_gh_from_backup(host)
-    except HydraException:
-        known = ", ".join(sorted(p.stem for p in (CONF_DIR / "model").glob("*.yaml")))
-        raise ConfigError(
-            f"{key}: {name!r} is not a model preset ({known}); or give a mapping with the model's keys, "
-            "e.g. {name: openai/gpt-4o, api_key_env: OPENAI_API_KEY}"
-        ) from None
-    found = OmegaConf.to_container(cfg.model, resolve=True)
-    assert isinstance(found, dict)
-    return {str(k): v for k, v in found.items()}
 
 
 def judges(model: Mapping[str, Any], models: Sequence[Any] | None, key: str) -> tuple[Judge, ...]:

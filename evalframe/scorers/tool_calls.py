@@ -43,7 +43,8 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from evalframe.data.rows import Row, ToolCall
+from evalframe.data.rows import Row
+from evalframe.data.values import ToolCall
 from evalframe.models.context import Context
 from evalframe.results.nouns import ScoreResult
 from evalframe.scorers.base import COMPATS, Scorer, choice, empty_rule, when_empty

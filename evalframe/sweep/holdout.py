@@ -31,7 +31,7 @@ DIRECTORY = "holdout"  # in the sweep directory: best/ and default/, each a run 
 
 
 def _score(overrides: list[str], directory: Path) -> tuple[RunResult, dict[str, object]]:
-    config = configs.resolve(configs.compose([*overrides, "tune.part=holdout"]))
+    config = configs.resolve(configs.compose([*overrides, "tune.part=holdout"]), overrides)
     config["tracking"] = {
         **config.get("tracking", {}),
         "enabled": False,

@@ -11,7 +11,8 @@ import time
 from collections.abc import Awaitable, Mapping
 from typing import Any
 
-from evalframe.data.rows import Row, _text
+from evalframe.data.rows import Row
+from evalframe.data.values import as_text
 from evalframe.errors import ConfigError
 from evalframe.models.calls import StepResult
 from evalframe.models.context import Context
@@ -162,7 +163,7 @@ class HTTPTarget(Target):
             value = extract(reply, self.output_path)
             if value is None:
                 raise ReplyError(f"the reply's {self.output_path or 'body'} is null")
-            output = _text(value) or ""
+            output = as_text(value) or ""
         except ReplyError as e:
             step.error = str(e)
         ctx.advance()

@@ -13,7 +13,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from evalframe.data.rows import Row, _text
+from evalframe.data.rows import Row
+from evalframe.data.values import as_text
 from evalframe.errors import ConfigError
 from evalframe.models.calls import StepResult
 from evalframe.models.context import Context
@@ -131,7 +132,7 @@ class PythonTarget(Target):
             step.error = f"{self.name} returned None; return the answer (a string)"
         if step.error is not None:
             return "", step
-        step.raw = _text(value)
+        step.raw = as_text(value)
         return step.raw or "", step
 
     async def _call(self, args: tuple[Any, ...], pool: ThreadPoolExecutor) -> Any:
