@@ -6,7 +6,9 @@ The store is the one a run would log to with the same arguments (`tracking.uri=.
 
 from __future__ import annotations
 
+import errno
 import os
+import socket
 import sys
 
 from evalframe.config import compose as configs
@@ -24,6 +26,30 @@ def _port(value: str) -> int:
     return int(value)
 
 
+def _listenable(port: int) -> OSError | None:
+    """Why the UI could not listen on HOST:port, found by binding it as the UI's server will (with
+    SO_REUSEADDR, so a port a closed UI left in TIME_WAIT counts as free); None when it can."""
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((HOST, port))
+        except OSError as e:
+            return e
+    return None
+
+
+def _check_port(port: int) -> None:
+    """A usage error when the UI could not listen on `port`, found before anything is printed or
+    started: left to mlflow ui, the UI's address would be printed, then "address already in use"
+    buried among INFO lines, and the exit code 0."""
+    problem = _listenable(port)
+    if problem:
+        free = next((p for p in range(port + 1, min(port + 100, 65536)) if not _listenable(p)), None)
+        what = "is in use" if problem.errno == errno.EADDRINUSE else f"cannot be used ({problem.strerror})"
+        hint = f", e.g. port={free} (free now)" if free else " with port=N"
+        raise ConfigError(f"port {port} on {HOST} {what}: choose another{hint}")
+
+
 def main(args: list[str]) -> int:
     """Print where the last run is, then become `mlflow ui` (it runs until Ctrl-C)."""
     port = DEFAULT_PORT
@@ -39,6 +65,7 @@ def main(args: list[str]) -> int:
         # A tracking server has its own UI: nothing to start here.
         print(f"runs are on the MLflow server {display_uri(uri)}; open it in a browser")
         return 0
+    _check_port(port)
     base = f"http://{HOST}:{port}"
     last = last_run(uri, experiment)
     where = (
