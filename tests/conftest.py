@@ -111,6 +111,18 @@ def _fresh_stores_from_the_template(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(db, "_initialize_tables", initialize)
 
 
+@pytest.fixture
+def silent_server() -> Iterator[str]:
+    """A tracking server's URL whose socket accepts connections (the kernel completes them) and never
+    answers a byte."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(64)
+        yield f"http://127.0.0.1:{s.getsockname()[1]}"
+
+
 @pytest.fixture(scope="session")
 def server() -> Iterator[FakeLLMServer]:
     with FakeLLMServer(responder=judge) as s:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -122,6 +123,21 @@ def test_a_sweep_candidate_compares_each_job(
     assert "comparing each of its 2 jobs" in captured.err
     assert f"candidate {jobs[0]} against baseline {baseline}" in captured.out
     assert f"candidate {jobs[1]} is significantly worse" in captured.out
+
+
+def test_a_tracking_server_that_never_answers_is_exit_3_within_seconds(
+    silent_server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: MLflow's client waited and retried for 128 s, then exit code 2."""
+    started = time.monotonic()
+    args = ["baseline=0123abcd", "candidate=4567ef01", f"tracking.uri={silent_server}"]
+    assert compare.main([*args, f"output_dir={tmp_path}/cmp"]) == 3
+    assert time.monotonic() - started < 15
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    [line] = captured.err.splitlines()
+    assert line == f"error: the tracking server at {silent_server} did not answer within 5 s"
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.slow

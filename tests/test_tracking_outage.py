@@ -7,11 +7,9 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,15 +20,6 @@ from evalframe.tracking.store import unavailable
 from tests.conftest import _LEAKY, compose, fake_model
 from tests.scripted import ScriptedModel
 from tests.testserver import FakeLLMServer
-
-
-@pytest.fixture
-def silent_server() -> Iterator[str]:
-    """A socket that accepts connections (the kernel completes them) and never answers a byte."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        s.listen(64)
-        yield f"http://127.0.0.1:{s.getsockname()[1]}"
 
 
 def run_logged_to(uri: str, scripted: ScriptedModel, tmp_path: Path) -> tuple[int, Path]:

@@ -4,7 +4,8 @@ logged runs (or a baseline and each job of a sweep, `candidate=` the sweep's par
 Both runs' results.jsonl are read from MLflow and their items paired by dataset id (comparison.py);
 the table goes to the console and compare.html, and each comparison is logged as an MLflow run of its
 own. Exit code 1 when a candidate is significantly worse on any scorer both ran (the whole interval of
-the difference below 0), 2 for unknown ids or nothing in common, 3 when it could not be logged.
+the difference below 0), 2 for unknown ids, no store or nothing in common, 3 when the store does not
+answer within seconds or cannot be written (both checked first), or the comparison could not be logged.
 
 No Hydra here: a comparison has no dataset, target or judge to compose, only a tracking URI.
 """
@@ -22,7 +23,7 @@ from evalframe.results.comparison import Comparison, compare
 from evalframe.results.journal import read_items
 from evalframe.results.nouns import ItemResult
 from evalframe.tracking.comparison import log_comparison
-from evalframe.tracking.read import fetch_run, sweep_children
+from evalframe.tracking.read import check_store, fetch_run, sweep_children
 
 USAGE = (
     "usage: python -m evalframe compare baseline=RUN_ID candidate=RUN_ID "
@@ -66,6 +67,7 @@ def _items(uri: str, role: str, run_id: str, scratch: Path) -> tuple[str, list[I
 def run(argv: list[str]) -> int:
     args = _arguments(argv)
     uri = args.get("tracking.uri") or _default_uri()
+    check_store(uri)  # within seconds, where MLflow would take minutes, before anything is printed
     output_dir = Path(args.get("output_dir") or Path("outputs", datetime.now().strftime("%Y-%m-%d/%H-%M-%S")))
     baseline_id = args["baseline"]
     comparisons: list[Comparison] = []

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evalframe.errors import ConfigError
-from evalframe.tracking.store import store_uri
+from evalframe.errors import ConfigError, TrackingError
+from evalframe.tracking.store import store_uri, unavailable
 
 RESULTS_ARTIFACT = "results.jsonl"  # every item with every step result, as the run's journal wrote it
 
@@ -26,17 +26,33 @@ class LoggedRun:
     results_file: Path
 
 
-def _client(uri: str) -> Any:
-    """A client for reading an existing store: never one that creates an empty store on the way."""
-    from mlflow.tracking import MlflowClient
-
+def _existing(uri: str) -> None:
+    """A ConfigError when `uri` is an SQLite database that is not there: MLflow would create it."""
     database = uri.removeprefix("sqlite:///") if uri.startswith("sqlite:///") else None
     if database is not None and not Path(database).is_file():
         raise ConfigError(
             f"no MLflow database at {Path(database).resolve()}: check tracking.uri ({uri}), or run from "
             "the directory that holds the run's mlflow.db"
         )
+
+
+def _client(uri: str) -> Any:
+    """A client for reading an existing store: never one that creates an empty store on the way."""
+    from mlflow.tracking import MlflowClient
+
+    _existing(uri)
     return MlflowClient(tracking_uri=store_uri(uri))
+
+
+def check_store(uri: str) -> None:
+    """For a command that reads runs and logs (compare), before anything else: a ConfigError when no
+    store is there, a TrackingError when it does not answer within seconds or cannot be written.
+    MLflow alone would create an empty store, wait minutes on a server that never answers, or fail
+    at the end with SQLAlchemy's traceback."""
+    _existing(uri)
+    problem = unavailable(uri)
+    if problem:
+        raise TrackingError(problem)
 
 
 def last_run(uri: str, experiment: str) -> tuple[str, str] | None:
