@@ -3,7 +3,9 @@ on constructed outputs whose answer is known."""
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -17,6 +19,7 @@ from evalframe import evaluate
 from evalframe.cli import compare
 from evalframe.results.nouns import Objective
 from evalframe.tracking import sweeps
+from tests.conftest import _LEAKY
 
 TRUTH = "alpha beta gamma delta"
 
@@ -138,6 +141,37 @@ def test_a_tracking_server_that_never_answers_is_exit_3_within_seconds(
     [line] = captured.err.splitlines()
     assert line == f"error: the tracking server at {silent_server} did not answer within 5 s"
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_a_store_that_cannot_be_written_is_exit_3_in_one_line(
+    tmp_path: Path, runs: dict[str, str], unprivileged: tuple[Path, list[str]]
+) -> None:
+    """`compare` as a user who cannot write the store (as root: as nobody). Before: exit code 3 only
+    after the table and compare.html, with some 90 lines of SQLAlchemy errors and a traceback."""
+    work, prefix = unprivileged
+    db = work / "store" / "mlflow.db"
+    db.parent.mkdir()
+    shutil.copy(tmp_path / "mlflow.db", db)
+    db.chmod(0o444)
+    db.parent.chmod(0o555)
+    env = {k: v for k, v in os.environ.items() if k not in _LEAKY}
+    env.update(HOME=str(work), EVALFRAME_CACHE_DIR=str(work / "cache"))
+    args = [f"baseline={runs['weak']}", f"candidate={runs['better']}", f"tracking.uri=sqlite:///{db}"]
+    done = subprocess.run(
+        [*prefix, sys.executable, "-m", "evalframe", "compare", *args],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert (done.returncode, done.stdout) == (3, "")
+    [line] = done.stderr.splitlines()
+    assert line.startswith(f"error: cannot write the MLflow database {db} (")
+    assert line.endswith(compare.WRITES)
+    assert [p.name for p in work.iterdir()] == ["store"]  # no compare.html, no cache
 
 
 @pytest.mark.slow

@@ -31,6 +31,8 @@ USAGE = (
     "  candidate= may be a sweep's parent run: each of its jobs is compared with the baseline"
 )
 KEYS = ("baseline", "candidate", "tracking.uri", "output_dir")
+# Why compare needs a store it can write, and so what to do when it cannot.
+WRITES = "compare logs each comparison there as a run: run it as a user who can write it and its directory"
 
 
 def _arguments(argv: list[str]) -> dict[str, str]:
@@ -67,7 +69,8 @@ def _items(uri: str, role: str, run_id: str, scratch: Path) -> tuple[str, list[I
 def run(argv: list[str]) -> int:
     args = _arguments(argv)
     uri = args.get("tracking.uri") or _default_uri()
-    check_store(uri)  # within seconds, where MLflow would take minutes, before anything is printed
+    # Within seconds, where MLflow would take minutes, and before anything is printed or written.
+    check_store(uri, WRITES)
     output_dir = Path(args.get("output_dir") or Path("outputs", datetime.now().strftime("%Y-%m-%d/%H-%M-%S")))
     baseline_id = args["baseline"]
     comparisons: list[Comparison] = []

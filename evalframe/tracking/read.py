@@ -44,13 +44,13 @@ def _client(uri: str) -> Any:
     return MlflowClient(tracking_uri=store_uri(uri))
 
 
-def check_store(uri: str) -> None:
+def check_store(uri: str, hint: str) -> None:
     """For a command that reads runs and logs (compare), before anything else: a ConfigError when no
-    store is there, a TrackingError when it does not answer within seconds or cannot be written.
-    MLflow alone would create an empty store, wait minutes on a server that never answers, or fail
-    at the end with SQLAlchemy's traceback."""
+    store is there, a TrackingError when it does not answer within seconds or cannot be written (with
+    `hint`: why the command writes, and so what to do). MLflow alone would create an empty store, wait
+    minutes on a server that never answers, or fail at the end with SQLAlchemy's traceback."""
     _existing(uri)
-    problem = unavailable(uri)
+    problem = unavailable(uri, hint)
     if problem:
         raise TrackingError(problem)
 
