@@ -111,21 +111,55 @@ def test_unknown_ids_and_nothing_in_common_are_usage_errors(
     assert "cannot read 'colour=red'" in capsys.readouterr().err
 
 
-def test_a_sweep_candidate_compares_each_job(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+@pytest.fixture
+def sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str, list[str]]:
+    """A baseline run, and a sweep's parent run with its two jobs: one as good, one worse."""
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     baseline = _run(tmp_path, "base", _rows("alpha beta"))
     monkeypatch.delenv(sweeps.PARENT_RUN, raising=False)
     sweeps.start_parent(uri, "evalframe", "sweep", [], notes=[])
-    parent = __import__("os").environ[sweeps.PARENT_RUN]
+    parent = os.environ[sweeps.PARENT_RUN]
     jobs = [_run(tmp_path, "same", _rows("alpha beta")), _run(tmp_path, "worse", _rows("alpha"))]
     sweeps.end_parent(uri, None, Objective("token_f1/mean"), tmp_path, [], notes=[])
+    return baseline, parent, jobs
+
+
+def test_a_sweep_candidate_compares_each_job(
+    tmp_path: Path, sweep: tuple[str, str, list[str]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    baseline, parent, jobs = sweep
     assert _compare(tmp_path, baseline, parent) == 1  # one job is worse
     captured = capsys.readouterr()
     assert "comparing each of its 2 jobs" in captured.err
     assert f"candidate {jobs[0]} against baseline {baseline}" in captured.out
     assert f"candidate {jobs[1]} is significantly worse" in captured.out
+
+
+def test_a_sweep_as_baseline_and_a_comparison_as_either_are_refused_saying_why(
+    tmp_path: Path, sweep: tuple[str, str, list[str]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: "has no results.jsonl artifact ... no stored judge replies to re-score" for all three."""
+    baseline, parent, jobs = sweep
+    assert _compare(tmp_path, parent, jobs[0]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"error: baseline={parent} is a sweep's parent run: it holds no items")
+    assert "a baseline must be one run" in line and f"candidate={parent}" in line
+    assert _compare(tmp_path, baseline, jobs[0]) == 0
+    logged = re.search(r"as run (\w+)$", capsys.readouterr().out, re.M)
+    assert logged
+    for role in ("baseline", "candidate"):
+        pair = (logged[1], jobs[0]) if role == "baseline" else (jobs[0], logged[1])
+        assert _compare(tmp_path, *pair) == 2
+        [line] = capsys.readouterr().err.splitlines()
+        assert line.startswith(f"error: {role}={logged[1]} is a comparison logged by evalframe compare")
+        assert f"of {jobs[0]} against {baseline}" in line and "re-score" not in line
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    sweeps.start_parent(uri, "evalframe", "empty", [], notes=[])
+    empty = os.environ[sweeps.PARENT_RUN]
+    sweeps.end_parent(uri, None, Objective("token_f1/mean"), tmp_path, [], notes=[])
+    assert _compare(tmp_path, baseline, empty) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"error: candidate={empty} is a sweep's parent run with no job runs in MLflow")
 
 
 def test_a_tracking_server_that_never_answers_is_exit_3_within_seconds(

@@ -23,7 +23,7 @@ from evalframe.results.comparison import Comparison, compare
 from evalframe.results.journal import read_items
 from evalframe.results.nouns import ItemResult
 from evalframe.tracking.comparison import log_comparison
-from evalframe.tracking.read import check_store, fetch_run, sweep_children
+from evalframe.tracking.read import check_store, fetch_run, get_run, sweep_children
 
 USAGE = (
     "usage: python -m evalframe compare baseline=RUN_ID candidate=RUN_ID "
@@ -57,6 +57,31 @@ def _default_uri() -> str:
     return str(OmegaConf.select(config.compose([]), "tracking.uri"))
 
 
+def _checked(uri: str, role: str, run_id: str) -> dict[str, str]:
+    """The tags of the run given as baseline= or candidate=, or a ConfigError saying why that run
+    cannot be one: MLflow would only say it has no results.jsonl."""
+    try:
+        tags = dict(get_run(uri, run_id).data.tags)
+    except ConfigError as e:
+        raise ConfigError(f"{role}={run_id}: {e}") from None
+    if "evalframe.compare.baseline" in tags:
+        raise ConfigError(
+            f"{role}={run_id} is a comparison logged by evalframe compare (of "
+            f"{tags.get('evalframe.compare.candidate')} against {tags['evalframe.compare.baseline']}): "
+            "it holds the figures, not the items; give one of the runs it compared"
+        )
+    if role == "baseline" and tags.get("evalframe.sweep") == "true":
+        best = f" (the best: {tags['evalframe.sweep.best']})" if "evalframe.sweep.best" in tags else ""
+        # Each job of a sweep is paired with one baseline; a sweep as baseline would leave open which
+        # of its jobs every candidate is measured against.
+        raise ConfigError(
+            f"baseline={run_id} is a sweep's parent run: it holds no items, only its jobs' runs, and a "
+            "baseline must be one run whose items each candidate is paired with: give one of its jobs"
+            f"{best}, or compare each job with a baseline run by giving the sweep as candidate={run_id}"
+        )
+    return tags
+
+
 def _items(uri: str, role: str, run_id: str, scratch: Path) -> tuple[str, list[ItemResult]]:
     """A run's experiment and items, or a ConfigError naming which side is wrong."""
     try:
@@ -74,13 +99,17 @@ def run(argv: list[str]) -> int:
     output_dir = Path(args.get("output_dir") or Path("outputs", datetime.now().strftime("%Y-%m-%d/%H-%M-%S")))
     baseline_id = args["baseline"]
     comparisons: list[Comparison] = []
+    _checked(uri, "baseline", baseline_id)
+    sweep = _checked(uri, "candidate", args["candidate"]).get("evalframe.sweep") == "true"
     with tempfile.TemporaryDirectory(prefix="evalframe-compare-") as scratch:
         experiment_id, baseline = _items(uri, "baseline", baseline_id, Path(scratch))
-        try:
-            jobs = sweep_children(uri, args["candidate"])
-        except ConfigError as e:
-            raise ConfigError(f"candidate={args['candidate']}: {e}") from None
-        if jobs:
+        jobs = sweep_children(uri, args["candidate"]) if sweep else []
+        if sweep:
+            if not jobs:
+                raise ConfigError(
+                    f"candidate={args['candidate']} is a sweep's parent run with no job runs in MLflow "
+                    "(none was logged, or they were deleted): there is nothing to compare"
+                )
             print(
                 f"candidate {args['candidate']} is a sweep: comparing each of its {len(jobs)} jobs",
                 file=sys.stderr,

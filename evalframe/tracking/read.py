@@ -89,6 +89,12 @@ def _get_run(client: Any, uri: str, run_id: str) -> Any:
         ) from None
 
 
+def get_run(uri: str, run_id: str) -> Any:
+    """MLflow's record of a run (info, tags, metrics; not its artifacts), or a ConfigError naming what
+    to check."""
+    return _get_run(_client(uri), uri, run_id)
+
+
 def fetch_run(uri: str, run_id: str, directory: Path, require_tag: str | None = None) -> LoggedRun:
     """A logged run's tags, metrics and results.jsonl (downloaded into `directory`).
 
@@ -105,7 +111,7 @@ def fetch_run(uri: str, run_id: str, directory: Path, require_tag: str | None = 
     if RESULTS_ARTIFACT not in names:
         raise ConfigError(
             f"run {run_id} has no {RESULTS_ARTIFACT} artifact (it was not logged by evalframe, or its "
-            "artifacts were deleted): it has no stored judge replies to re-score; run it again normally"
+            "artifacts were deleted): it has no stored items and judge replies to read; run it again normally"
         )
     directory.mkdir(parents=True, exist_ok=True)
     local = client.download_artifacts(run_id, RESULTS_ARTIFACT, str(directory))
