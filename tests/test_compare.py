@@ -111,6 +111,22 @@ def test_unknown_ids_and_nothing_in_common_are_usage_errors(
     assert "cannot read 'colour=red'" in capsys.readouterr().err
 
 
+def test_a_deleted_run_is_refused_naming_it(
+    tmp_path: Path, runs: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: a run deleted in MLflow (in its trash) was compared like any other, exit code 0."""
+    deleted = runs["better"]
+    MlflowClient(f"sqlite:///{tmp_path}/mlflow.db").delete_run(deleted)
+    for role, pair in (("candidate", (runs["weak"], deleted)), ("baseline", (deleted, runs["weak"]))):
+        assert _compare(tmp_path, *pair) == 2
+        captured = capsys.readouterr()
+        assert captured.out == ""
+        [line] = captured.err.splitlines()
+        assert line.startswith(f"error: {role}={deleted} is a deleted run")
+        assert f"mlflow runs restore --run-id {deleted}" in line
+    assert not (tmp_path / "cmp").exists()
+
+
 @pytest.fixture
 def sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str, list[str]]:
     """A baseline run, and a sweep's parent run with its two jobs: one as good, one worse."""

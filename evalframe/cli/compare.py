@@ -24,6 +24,7 @@ from evalframe.results.journal import read_items
 from evalframe.results.nouns import ItemResult
 from evalframe.tracking.comparison import log_comparison
 from evalframe.tracking.read import check_store, fetch_run, get_run, sweep_children
+from evalframe.tracking.store import display_uri
 
 USAGE = (
     "usage: python -m evalframe compare baseline=RUN_ID candidate=RUN_ID "
@@ -61,9 +62,16 @@ def _checked(uri: str, role: str, run_id: str) -> dict[str, str]:
     """The tags of the run given as baseline= or candidate=, or a ConfigError saying why that run
     cannot be one: MLflow would only say it has no results.jsonl."""
     try:
-        tags = dict(get_run(uri, run_id).data.tags)
+        found = get_run(uri, run_id)
     except ConfigError as e:
         raise ConfigError(f"{role}={run_id}: {e}") from None
+    if found.info.lifecycle_stage == "deleted":  # MLflow still serves a deleted run by its id
+        restore = f"MLFLOW_TRACKING_URI={display_uri(uri)} mlflow runs restore --run-id {run_id}"
+        raise ConfigError(
+            f"{role}={run_id} is a deleted run (in MLflow's trash until `mlflow gc`): restore it with "
+            f"`{restore}`, or give another run"
+        )
+    tags = dict(found.data.tags)
     if "evalframe.compare.baseline" in tags:
         raise ConfigError(
             f"{role}={run_id} is a comparison logged by evalframe compare (of "
