@@ -4,7 +4,7 @@ EXIT_OK = 0
 EXIT_GATE_FAILED = 1  # a gate.min_score / max_score / min_pass_rate check failed
 EXIT_USAGE = 2  # bad command line, config, data or prompts, or a missing key: found before any model call
 # The run finished and is on disk, but could not be logged to MLflow; or the store a command reads
-# (compare) does not answer or cannot be written.
+# (compare, ui) does not answer or cannot be written.
 EXIT_TRACKING = 3
 EXIT_UNSCORED = 4  # more items unscored than max_unscored_rate allows: the scores cannot be trusted
 EXIT_STORAGE = 5  # the run directory cannot be written (disk full, read-only): finished items are kept

@@ -48,6 +48,17 @@ def test_a_port_in_use_is_named_before_anything_starts(tmp_path: Path, no_server
     assert list(tmp_path.iterdir()) == []
 
 
+def test_no_store_is_named_and_nothing_is_created(tmp_path: Path, no_server_start: None) -> None:
+    """Before: MLflow created an empty mlflow.db (and any missing directories) and served an empty UI."""
+    default, missing = tmp_path / "mlflow.db", tmp_path / "no" / "such" / "dir" / "mlflow.db"
+    for args, db in (([], default), ([f"tracking.uri=sqlite:///{missing}"], missing)):
+        done = run_cli(["ui", f"port={free_port()}", *args], cwd=tmp_path)
+        assert (done.returncode, done.stdout) == (2, "")
+        [line] = done.stderr.splitlines()
+        assert line.startswith(f"error: no MLflow database at {db}: ") and "run an evaluation first" in line
+        assert list(tmp_path.iterdir()) == []
+
+
 def test_a_tracking_server_is_named_not_started(capsys: pytest.CaptureFixture[str]) -> None:
     assert ui.main(["tracking.uri=https://alice:s3cr3t-pass@mlflow.example:5000"]) == 0
     out = capsys.readouterr().out

@@ -1,7 +1,9 @@
 """`evalframe ui`: the MLflow UI on the store the runs use, with the settings it needs offline.
 
 The store is the one a run would log to with the same arguments (`tracking.uri=...`, else
-`$MLFLOW_TRACKING_URI`, else ./mlflow.db), so `evalframe ui` shows what `evalframe` just logged.
+`$MLFLOW_TRACKING_URI`, else ./mlflow.db), so `evalframe ui` shows what `evalframe` just logged. The
+port and the store are checked first: a port in use, no store, or a store that does not answer or
+cannot be written is one line and exit code 2 or 3, and nothing is started or created.
 """
 
 from __future__ import annotations
@@ -13,9 +15,14 @@ import sys
 
 from evalframe.config import compose as configs
 from evalframe.errors import ConfigError
-from evalframe.tracking.read import last_run
+from evalframe.tracking.read import check_store, last_run
 from evalframe.tracking.store import display_uri
 
+# Why the UI needs a store it can write, and so what to do when it cannot.
+WRITES = (
+    "the MLflow UI writes to it (run names, tags, notes, deletions): run it as a user who can write it and "
+    "its directory"
+)
 DEFAULT_PORT = 5000
 HOST = "127.0.0.1"
 
@@ -66,6 +73,9 @@ def main(args: list[str]) -> int:
         print(f"runs are on the MLflow server {display_uri(uri)}; open it in a browser")
         return 0
     _check_port(port)
+    # A store that is not there is named, not created empty and served (MLflow would make the file and
+    # its directories); one that does not answer or cannot be written is named before the UI starts.
+    check_store(uri, WRITES)
     base = f"http://{HOST}:{port}"
     last = last_run(uri, experiment)
     where = (

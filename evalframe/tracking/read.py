@@ -30,9 +30,10 @@ def _existing(uri: str) -> None:
     """A ConfigError when `uri` is an SQLite database that is not there: MLflow would create it."""
     database = uri.removeprefix("sqlite:///") if uri.startswith("sqlite:///") else None
     if database is not None and not Path(database).is_file():
+        here = "" if Path(database).is_absolute() else ", or run from the directory your runs were made in"
         raise ConfigError(
-            f"no MLflow database at {Path(database).resolve()}: check tracking.uri ({uri}), or run from "
-            "the directory that holds the run's mlflow.db"
+            f"no MLflow database at {Path(database).resolve()}: check tracking.uri ({uri}){here}; no runs "
+            "yet? run an evaluation first (`evalframe` makes the database)"
         )
 
 
@@ -45,7 +46,7 @@ def _client(uri: str) -> Any:
 
 
 def check_store(uri: str, hint: str) -> None:
-    """For a command that reads runs and logs (compare), before anything else: a ConfigError when no
+    """For a command that reads runs and writes (compare, ui), before anything else: a ConfigError when no
     store is there, a TrackingError when it does not answer within seconds or cannot be written (with
     `hint`: why the command writes, and so what to do). MLflow alone would create an empty store, wait
     minutes on a server that never answers, or fail at the end with SQLAlchemy's traceback."""
@@ -57,10 +58,7 @@ def check_store(uri: str, hint: str) -> None:
 
 def last_run(uri: str, experiment: str) -> tuple[str, str] | None:
     """(experiment id, run id) of the newest run in `experiment`, or None when there is none yet."""
-    try:
-        client = _client(uri)
-    except ConfigError:  # no database yet: the UI starts on an empty store
-        return None
+    client = _client(uri)
     found = client.get_experiment_by_name(experiment)
     if found is None:
         return None
