@@ -3,7 +3,9 @@
 EXIT_OK = 0
 EXIT_GATE_FAILED = 1  # a gate.min_score / max_score / min_pass_rate check failed
 EXIT_USAGE = 2  # bad command line, config, data or prompts, or a missing key: found before any model call
-EXIT_TRACKING = 3  # the run finished and is on disk, but could not be logged to MLflow
+# The run finished and is on disk, but could not be logged to MLflow; or the store a command reads
+# (compare, ui) does not answer or cannot be written.
+EXIT_TRACKING = 3
 EXIT_UNSCORED = 4  # more items unscored than max_unscored_rate allows: the scores cannot be trusted
 EXIT_STORAGE = 5  # the run directory cannot be written (disk full, read-only): finished items are kept
 EXIT_INTERRUPTED = 130  # Ctrl-C: finished items are on disk; resume=true continues
@@ -28,6 +30,12 @@ class DataError(EvalframeError):
 
 class PromptError(EvalframeError):
     pass
+
+
+class TrackingError(EvalframeError):
+    """The MLflow store does not answer or cannot be written: the URI is right, the store is not."""
+
+    exit_code = EXIT_TRACKING
 
 
 class StorageError(EvalframeError):

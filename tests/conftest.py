@@ -115,6 +115,40 @@ def _fresh_stores_from_the_template(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(db, "_initialize_tables", initialize)
 
 
+@pytest.fixture
+def silent_server() -> Iterator[str]:
+    """A tracking server's URL whose socket accepts connections (the kernel completes them) and never
+    answers a byte."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(64)
+        yield f"http://127.0.0.1:{s.getsockname()[1]}"
+
+
+NOBODY = 65534
+
+
+@pytest.fixture
+def unprivileged() -> Iterator[tuple[Path, list[str]]]:
+    """A directory of the user a subprocess runs as, and the command prefix that runs it as that user:
+    as root, nobody through setpriv (root writes through any chmod, so a read-only file is tested as
+    nobody); otherwise the user itself. Not under root's private pytest directory; removed after."""
+    prefix: list[str] = []
+    setpriv = shutil.which("setpriv")
+    if os.geteuid() == 0 and setpriv is None:
+        pytest.skip("running as root without setpriv: a chmod cannot stop root's writes")
+    work = Path(tempfile.mkdtemp(prefix="evalframe-readonly-"))
+    try:
+        if os.geteuid() == 0:
+            os.chown(work, NOBODY, NOBODY)
+            prefix = [str(setpriv), f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+        yield work, prefix
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 @pytest.fixture(scope="session")
 def server() -> Iterator[FakeLLMServer]:
     with FakeLLMServer(responder=judge) as s:

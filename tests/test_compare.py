@@ -3,9 +3,12 @@ on constructed outputs whose answer is known."""
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +19,7 @@ from evalframe import evaluate
 from evalframe.cli import compare
 from evalframe.results.nouns import Objective
 from evalframe.tracking import sweeps
+from tests.conftest import _LEAKY
 
 TRUTH = "alpha beta gamma delta"
 
@@ -107,21 +111,117 @@ def test_unknown_ids_and_nothing_in_common_are_usage_errors(
     assert "cannot read 'colour=red'" in capsys.readouterr().err
 
 
-def test_a_sweep_candidate_compares_each_job(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+def test_a_deleted_run_is_refused_naming_it(
+    tmp_path: Path, runs: dict[str, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """Before: a run deleted in MLflow (in its trash) was compared like any other, exit code 0."""
+    deleted = runs["better"]
+    MlflowClient(f"sqlite:///{tmp_path}/mlflow.db").delete_run(deleted)
+    for role, pair in (("candidate", (runs["weak"], deleted)), ("baseline", (deleted, runs["weak"]))):
+        assert _compare(tmp_path, *pair) == 2
+        captured = capsys.readouterr()
+        assert captured.out == ""
+        [line] = captured.err.splitlines()
+        assert line.startswith(f"error: {role}={deleted} is a deleted run")
+        assert f"mlflow runs restore --run-id {deleted}" in line
+    assert not (tmp_path / "cmp").exists()
+
+
+@pytest.fixture
+def sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str, list[str]]:
+    """A baseline run, and a sweep's parent run with its two jobs: one as good, one worse."""
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     baseline = _run(tmp_path, "base", _rows("alpha beta"))
     monkeypatch.delenv(sweeps.PARENT_RUN, raising=False)
     sweeps.start_parent(uri, "evalframe", "sweep", [], notes=[])
-    parent = __import__("os").environ[sweeps.PARENT_RUN]
+    parent = os.environ[sweeps.PARENT_RUN]
     jobs = [_run(tmp_path, "same", _rows("alpha beta")), _run(tmp_path, "worse", _rows("alpha"))]
     sweeps.end_parent(uri, None, Objective("token_f1/mean"), tmp_path, [], notes=[])
+    return baseline, parent, jobs
+
+
+def test_a_sweep_candidate_compares_each_job(
+    tmp_path: Path, sweep: tuple[str, str, list[str]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    baseline, parent, jobs = sweep
     assert _compare(tmp_path, baseline, parent) == 1  # one job is worse
     captured = capsys.readouterr()
     assert "comparing each of its 2 jobs" in captured.err
     assert f"candidate {jobs[0]} against baseline {baseline}" in captured.out
     assert f"candidate {jobs[1]} is significantly worse" in captured.out
+
+
+def test_a_sweep_as_baseline_and_a_comparison_as_either_are_refused_saying_why(
+    tmp_path: Path, sweep: tuple[str, str, list[str]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: "has no results.jsonl artifact ... no stored judge replies to re-score" for all three."""
+    baseline, parent, jobs = sweep
+    assert _compare(tmp_path, parent, jobs[0]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"error: baseline={parent} is a sweep's parent run: it holds no items")
+    assert "a baseline must be one run" in line and f"candidate={parent}" in line
+    assert _compare(tmp_path, baseline, jobs[0]) == 0
+    logged = re.search(r"as run (\w+)$", capsys.readouterr().out, re.M)
+    assert logged
+    for role in ("baseline", "candidate"):
+        pair = (logged[1], jobs[0]) if role == "baseline" else (jobs[0], logged[1])
+        assert _compare(tmp_path, *pair) == 2
+        [line] = capsys.readouterr().err.splitlines()
+        assert line.startswith(f"error: {role}={logged[1]} is a comparison logged by evalframe compare")
+        assert f"of {jobs[0]} against {baseline}" in line and "re-score" not in line
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    sweeps.start_parent(uri, "evalframe", "empty", [], notes=[])
+    empty = os.environ[sweeps.PARENT_RUN]
+    sweeps.end_parent(uri, None, Objective("token_f1/mean"), tmp_path, [], notes=[])
+    assert _compare(tmp_path, baseline, empty) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"error: candidate={empty} is a sweep's parent run with no job runs in MLflow")
+
+
+def test_a_tracking_server_that_never_answers_is_exit_3_within_seconds(
+    silent_server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: MLflow's client waited and retried for 128 s, then exit code 2."""
+    started = time.monotonic()
+    args = ["baseline=0123abcd", "candidate=4567ef01", f"tracking.uri={silent_server}"]
+    assert compare.main([*args, f"output_dir={tmp_path}/cmp"]) == 3
+    assert time.monotonic() - started < 15
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    [line] = captured.err.splitlines()
+    assert line == f"error: the tracking server at {silent_server} did not answer within 5 s"
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_a_store_that_cannot_be_written_is_exit_3_in_one_line(
+    tmp_path: Path, runs: dict[str, str], unprivileged: tuple[Path, list[str]]
+) -> None:
+    """`compare` as a user who cannot write the store (as root: as nobody). Before: exit code 3 only
+    after the table and compare.html, with some 90 lines of SQLAlchemy errors and a traceback."""
+    work, prefix = unprivileged
+    db = work / "store" / "mlflow.db"
+    db.parent.mkdir()
+    shutil.copy(tmp_path / "mlflow.db", db)
+    db.chmod(0o444)
+    db.parent.chmod(0o555)
+    env = {k: v for k, v in os.environ.items() if k not in _LEAKY}
+    env.update(HOME=str(work), EVALFRAME_CACHE_DIR=str(work / "cache"))
+    args = [f"baseline={runs['weak']}", f"candidate={runs['better']}", f"tracking.uri=sqlite:///{db}"]
+    done = subprocess.run(
+        [*prefix, sys.executable, "-m", "evalframe", "compare", *args],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert (done.returncode, done.stdout) == (3, "")
+    [line] = done.stderr.splitlines()
+    assert line.startswith(f"error: cannot write the MLflow database {db} (")
+    assert line.endswith(compare.WRITES)
+    assert [p.name for p in work.iterdir()] == ["store"]  # no compare.html, no cache
 
 
 @pytest.mark.slow

@@ -6,12 +6,8 @@ and the exit code is 3."""
 from __future__ import annotations
 
 import os
-import shutil
-import socket
 import subprocess
 import sys
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,15 +18,6 @@ from evalframe.tracking.store import unavailable
 from tests.conftest import _LEAKY, compose, fake_model
 from tests.scripted import ScriptedModel
 from tests.testserver import FakeLLMServer
-
-
-@pytest.fixture
-def silent_server() -> Iterator[str]:
-    """A socket that accepts connections (the kernel completes them) and never answers a byte."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        s.listen(64)
-        yield f"http://127.0.0.1:{s.getsockname()[1]}"
 
 
 def run_logged_to(uri: str, scripted: ScriptedModel, tmp_path: Path) -> tuple[int, Path]:
@@ -79,49 +66,36 @@ def test_a_writable_store_passes_the_check_untouched(tmp_path: Path) -> None:
     assert tables == [("runs",)]  # the write check was rolled back
 
 
-NOBODY = 65534
-
-
 @pytest.mark.slow
 def test_an_mlflow_database_in_a_read_only_directory_fails_in_seconds_in_one_line(
-    judge_server: FakeLLMServer,
+    judge_server: FakeLLMServer, unprivileged: tuple[Path, list[str]]
 ) -> None:
     """`python -m evalframe` as a user who cannot write the database's directory (as root, the command
     runs as nobody: root writes through any chmod). MLflow alone retried for 111 s, then printed a
     38-line SQLAlchemy traceback."""
-    prefix: list[str] = []
-    setpriv = shutil.which("setpriv")
-    if os.geteuid() == 0 and setpriv is None:
-        pytest.skip("running as root without setpriv: a chmod cannot stop root's writes")
-    work = Path(tempfile.mkdtemp(prefix="evalframe-readonly-"))  # not under root's private pytest dir
-    try:
-        (work / "store").mkdir()
-        if os.geteuid() == 0:
-            os.chown(work, NOBODY, NOBODY)
-            prefix = [str(setpriv), f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
-        (work / "store").chmod(0o555)
-        env = {k: v for k, v in os.environ.items() if k not in _LEAKY}
-        env.update(OPENAI_API_KEY="sk-test", HOME=str(work), EVALFRAME_CACHE_DIR=str(work / "cache"))
-        db = work / "store" / "mlflow.db"
-        args = [
-            "scorer=answer_similarity",
-            *fake_model(judge_server),
-            "dataset.limit=3",
-            f"tracking.uri=sqlite:///{db}",
-        ]
-        result = subprocess.run(
-            [*prefix, sys.executable, "-m", "evalframe", *args],
-            cwd=work,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
-        assert result.returncode == EXIT_TRACKING, result.stderr
-        line = one_clear_line(result.stderr)
-        assert f"cannot create the MLflow database {db}: {db.parent} is read-only" in line
-        [results] = work.glob("outputs/*/*/results.jsonl")
-        assert len(results.read_text().splitlines()) == 3
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    work, prefix = unprivileged
+    (work / "store").mkdir()
+    (work / "store").chmod(0o555)
+    env = {k: v for k, v in os.environ.items() if k not in _LEAKY}
+    env.update(OPENAI_API_KEY="sk-test", HOME=str(work), EVALFRAME_CACHE_DIR=str(work / "cache"))
+    db = work / "store" / "mlflow.db"
+    args = [
+        "scorer=answer_similarity",
+        *fake_model(judge_server),
+        "dataset.limit=3",
+        f"tracking.uri=sqlite:///{db}",
+    ]
+    result = subprocess.run(
+        [*prefix, sys.executable, "-m", "evalframe", *args],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == EXIT_TRACKING, result.stderr
+    line = one_clear_line(result.stderr)
+    assert f"cannot create the MLflow database {db}: {db.parent} is read-only" in line
+    [results] = work.glob("outputs/*/*/results.jsonl")
+    assert len(results.read_text().splitlines()) == 3

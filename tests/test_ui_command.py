@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -22,6 +23,40 @@ from tests.mlflow_server import free_port
 def test_a_bad_port_is_a_usage_error() -> None:
     with pytest.raises(ConfigError, match="port=abc: give a TCP port number"):
         ui.main(["port=abc"])
+
+
+@pytest.fixture
+def no_server_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`evalframe ui` in process must stop before it becomes `mlflow ui` (an execve would replace pytest)."""
+
+    def execve(*args: object) -> None:
+        raise AssertionError("evalframe ui started the MLflow UI")
+
+    monkeypatch.setattr(ui.os, "execve", execve)
+
+
+def test_a_port_in_use_is_named_before_anything_starts(tmp_path: Path, no_server_start: None) -> None:
+    """Before: the UI's address printed, mlflow's "address already in use" among its INFO lines, exit 0."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = run_cli(["ui", f"port={port}"], cwd=tmp_path)
+    assert done.returncode == 2 and done.stdout == ""
+    [line] = done.stderr.splitlines()
+    assert line.startswith(f"error: port {port} on 127.0.0.1 is in use") and "port=" in line
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_no_store_is_named_and_nothing_is_created(tmp_path: Path, no_server_start: None) -> None:
+    """Before: MLflow created an empty mlflow.db (and any missing directories) and served an empty UI."""
+    default, missing = tmp_path / "mlflow.db", tmp_path / "no" / "such" / "dir" / "mlflow.db"
+    for args, db in (([], default), ([f"tracking.uri=sqlite:///{missing}"], missing)):
+        done = run_cli(["ui", f"port={free_port()}", *args], cwd=tmp_path)
+        assert (done.returncode, done.stdout) == (2, "")
+        [line] = done.stderr.splitlines()
+        assert line.startswith(f"error: no MLflow database at {db}: ") and "run an evaluation first" in line
+        assert list(tmp_path.iterdir()) == []
 
 
 def test_a_tracking_server_is_named_not_started(capsys: pytest.CaptureFixture[str]) -> None:

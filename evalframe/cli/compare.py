@@ -4,7 +4,8 @@ logged runs (or a baseline and each job of a sweep, `candidate=` the sweep's par
 Both runs' results.jsonl are read from MLflow and their items paired by dataset id (comparison.py);
 the table goes to the console and compare.html, and each comparison is logged as an MLflow run of its
 own. Exit code 1 when a candidate is significantly worse on any scorer both ran (the whole interval of
-the difference below 0), 2 for unknown ids or nothing in common, 3 when it could not be logged.
+the difference below 0), 2 for unknown ids, no store or nothing in common, 3 when the store does not
+answer within seconds or cannot be written (both checked first), or the comparison could not be logged.
 
 No Hydra here: a comparison has no dataset, target or judge to compose, only a tracking URI.
 """
@@ -22,7 +23,8 @@ from evalframe.results.comparison import Comparison, compare
 from evalframe.results.journal import read_items
 from evalframe.results.nouns import ItemResult
 from evalframe.tracking.comparison import log_comparison
-from evalframe.tracking.read import fetch_run, sweep_children
+from evalframe.tracking.read import check_store, fetch_run, get_run, sweep_children
+from evalframe.tracking.store import display_uri
 
 USAGE = (
     "usage: python -m evalframe compare baseline=RUN_ID candidate=RUN_ID "
@@ -30,6 +32,8 @@ USAGE = (
     "  candidate= may be a sweep's parent run: each of its jobs is compared with the baseline"
 )
 KEYS = ("baseline", "candidate", "tracking.uri", "output_dir")
+# Why compare needs a store it can write, and so what to do when it cannot.
+WRITES = "compare logs each comparison there as a run: run it as a user who can write it and its directory"
 
 
 def _arguments(argv: list[str]) -> dict[str, str]:
@@ -54,6 +58,38 @@ def _default_uri() -> str:
     return str(OmegaConf.select(config.compose([]), "tracking.uri"))
 
 
+def _checked(uri: str, role: str, run_id: str) -> dict[str, str]:
+    """The tags of the run given as baseline= or candidate=, or a ConfigError saying why that run
+    cannot be one: MLflow would only say it has no results.jsonl."""
+    try:
+        found = get_run(uri, run_id)
+    except ConfigError as e:
+        raise ConfigError(f"{role}={run_id}: {e}") from None
+    if found.info.lifecycle_stage == "deleted":  # MLflow still serves a deleted run by its id
+        restore = f"MLFLOW_TRACKING_URI={display_uri(uri)} mlflow runs restore --run-id {run_id}"
+        raise ConfigError(
+            f"{role}={run_id} is a deleted run (in MLflow's trash until `mlflow gc`): restore it with "
+            f"`{restore}`, or give another run"
+        )
+    tags = dict(found.data.tags)
+    if "evalframe.compare.baseline" in tags:
+        raise ConfigError(
+            f"{role}={run_id} is a comparison logged by evalframe compare (of "
+            f"{tags.get('evalframe.compare.candidate')} against {tags['evalframe.compare.baseline']}): "
+            "it holds the figures, not the items; give one of the runs it compared"
+        )
+    if role == "baseline" and tags.get("evalframe.sweep") == "true":
+        best = f" (the best: {tags['evalframe.sweep.best']})" if "evalframe.sweep.best" in tags else ""
+        # Each job of a sweep is paired with one baseline; a sweep as baseline would leave open which
+        # of its jobs every candidate is measured against.
+        raise ConfigError(
+            f"baseline={run_id} is a sweep's parent run: it holds no items, only its jobs' runs, and a "
+            "baseline must be one run whose items each candidate is paired with: give one of its jobs"
+            f"{best}, or compare each job with a baseline run by giving the sweep as candidate={run_id}"
+        )
+    return tags
+
+
 def _items(uri: str, role: str, run_id: str, scratch: Path) -> tuple[str, list[ItemResult]]:
     """A run's experiment and items, or a ConfigError naming which side is wrong."""
     try:
@@ -66,16 +102,22 @@ def _items(uri: str, role: str, run_id: str, scratch: Path) -> tuple[str, list[I
 def run(argv: list[str]) -> int:
     args = _arguments(argv)
     uri = args.get("tracking.uri") or _default_uri()
+    # Within seconds, where MLflow would take minutes, and before anything is printed or written.
+    check_store(uri, WRITES)
     output_dir = Path(args.get("output_dir") or Path("outputs", datetime.now().strftime("%Y-%m-%d/%H-%M-%S")))
     baseline_id = args["baseline"]
     comparisons: list[Comparison] = []
+    _checked(uri, "baseline", baseline_id)
+    sweep = _checked(uri, "candidate", args["candidate"]).get("evalframe.sweep") == "true"
     with tempfile.TemporaryDirectory(prefix="evalframe-compare-") as scratch:
         experiment_id, baseline = _items(uri, "baseline", baseline_id, Path(scratch))
-        try:
-            jobs = sweep_children(uri, args["candidate"])
-        except ConfigError as e:
-            raise ConfigError(f"candidate={args['candidate']}: {e}") from None
-        if jobs:
+        jobs = sweep_children(uri, args["candidate"]) if sweep else []
+        if sweep:
+            if not jobs:
+                raise ConfigError(
+                    f"candidate={args['candidate']} is a sweep's parent run with no job runs in MLflow "
+                    "(none was logged, or they were deleted): there is nothing to compare"
+                )
             print(
                 f"candidate {args['candidate']} is a sweep: comparing each of its {len(jobs)} jobs",
                 file=sys.stderr,

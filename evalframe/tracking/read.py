@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evalframe.errors import ConfigError
-from evalframe.tracking.store import store_uri
+from evalframe.errors import ConfigError, TrackingError
+from evalframe.tracking.store import store_uri, unavailable
 
 RESULTS_ARTIFACT = "results.jsonl"  # every item with every step result, as the run's journal wrote it
 
@@ -26,25 +26,39 @@ class LoggedRun:
     results_file: Path
 
 
+def _existing(uri: str) -> None:
+    """A ConfigError when `uri` is an SQLite database that is not there: MLflow would create it."""
+    database = uri.removeprefix("sqlite:///") if uri.startswith("sqlite:///") else None
+    if database is not None and not Path(database).is_file():
+        here = "" if Path(database).is_absolute() else ", or run from the directory your runs were made in"
+        raise ConfigError(
+            f"no MLflow database at {Path(database).resolve()}: check tracking.uri ({uri}){here}; no runs "
+            "yet? run an evaluation first (`evalframe` makes the database)"
+        )
+
+
 def _client(uri: str) -> Any:
     """A client for reading an existing store: never one that creates an empty store on the way."""
     from mlflow.tracking import MlflowClient
 
-    database = uri.removeprefix("sqlite:///") if uri.startswith("sqlite:///") else None
-    if database is not None and not Path(database).is_file():
-        raise ConfigError(
-            f"no MLflow database at {Path(database).resolve()}: check tracking.uri ({uri}), or run from "
-            "the directory that holds the run's mlflow.db"
-        )
+    _existing(uri)
     return MlflowClient(tracking_uri=store_uri(uri))
+
+
+def check_store(uri: str, hint: str) -> None:
+    """For a command that reads runs and writes (compare, ui), before anything else: a ConfigError when no
+    store is there, a TrackingError when it does not answer within seconds or cannot be written (with
+    `hint`: why the command writes, and so what to do). MLflow alone would create an empty store, wait
+    minutes on a server that never answers, or fail at the end with SQLAlchemy's traceback."""
+    _existing(uri)
+    problem = unavailable(uri, hint)
+    if problem:
+        raise TrackingError(problem)
 
 
 def last_run(uri: str, experiment: str) -> tuple[str, str] | None:
     """(experiment id, run id) of the newest run in `experiment`, or None when there is none yet."""
-    try:
-        client = _client(uri)
-    except ConfigError:  # no database yet: the UI starts on an empty store
-        return None
+    client = _client(uri)
     found = client.get_experiment_by_name(experiment)
     if found is None:
         return None
@@ -73,6 +87,12 @@ def _get_run(client: Any, uri: str, run_id: str) -> Any:
         ) from None
 
 
+def get_run(uri: str, run_id: str) -> Any:
+    """MLflow's record of a run (info, tags, metrics; not its artifacts), or a ConfigError naming what
+    to check."""
+    return _get_run(_client(uri), uri, run_id)
+
+
 def fetch_run(uri: str, run_id: str, directory: Path, require_tag: str | None = None) -> LoggedRun:
     """A logged run's tags, metrics and results.jsonl (downloaded into `directory`).
 
@@ -89,7 +109,7 @@ def fetch_run(uri: str, run_id: str, directory: Path, require_tag: str | None = 
     if RESULTS_ARTIFACT not in names:
         raise ConfigError(
             f"run {run_id} has no {RESULTS_ARTIFACT} artifact (it was not logged by evalframe, or its "
-            "artifacts were deleted): it has no stored judge replies to re-score; run it again normally"
+            "artifacts were deleted): it has no stored items and judge replies to read; run it again normally"
         )
     directory.mkdir(parents=True, exist_ok=True)
     local = client.download_artifacts(run_id, RESULTS_ARTIFACT, str(directory))

@@ -17,6 +17,8 @@ from evalframe.redaction import REDACTED
 # How long a tracking server gets to answer one probe before the run is logged as failed: MLflow's own
 # client would wait minutes on a server that accepts connections and never answers.
 PROBE_TIMEOUT = 5.0
+# What a run can do when its SQLite store cannot take it: log to another (its results wait on disk).
+LOG_ELSEWHERE = "set tracking.uri=sqlite:///PATH/mlflow.db to a directory you can write"
 # Which process holds a run open: a RUNNING run whose process is gone (SIGKILL, power loss) is stale.
 HOST_TAG, PID_TAG = "evalframe.host", "evalframe.pid"
 
@@ -70,10 +72,11 @@ def reap(client: Any, experiment_id: str, notes: list[str]) -> None:
         notes.append(f"warning: could not check for killed MLflow runs ({type(e).__name__}: {e})")
 
 
-def unavailable(uri: str) -> str | None:
-    """Why the store at `uri` cannot take a run, found within seconds; None when it can (or when it
-    is no kind we can check). MLflow itself waits minutes on a server that accepts connections and
-    never answers, and retries a database it cannot write for 100 s, then prints SQLAlchemy's traceback."""
+def unavailable(uri: str, hint: str = LOG_ELSEWHERE) -> str | None:
+    """Why the store at `uri` cannot take a run, found within seconds, with `hint` on what to do when
+    it is an SQLite file that cannot be written; None when it can (or when it is no kind we can check).
+    MLflow itself waits minutes on a server that accepts connections and never answers, and retries a
+    database it cannot write for 100 s, then prints SQLAlchemy's traceback."""
     import sqlite3
 
     if uri.startswith(("http://", "https://")):
@@ -89,7 +92,6 @@ def unavailable(uri: str) -> str | None:
     if not uri.startswith("sqlite:///"):
         return None
     path = Path(uri.removeprefix("sqlite:///").split("?", 1)[0]).absolute()
-    hint = "set tracking.uri=sqlite:///PATH/mlflow.db to a directory you can write"
     if not path.exists():
         if not path.parent.is_dir():
             return f"cannot create the MLflow database {path}: {path.parent} is not a directory; {hint}"
