@@ -99,3 +99,15 @@ def test_an_mlflow_database_in_a_read_only_directory_fails_in_seconds_in_one_lin
     assert f"cannot create the MLflow database {db}: {db.parent} is read-only" in line
     [results] = work.glob("outputs/*/*/results.jsonl")
     assert len(results.read_text().splitlines()) == 3
+
+
+def test_a_store_that_cannot_be_reached_is_named_without_its_credentials() -> None:
+    import socket
+
+    from evalframe.tracking.store import unavailable
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    problem = unavailable(f"http://alice:s3cret-pw@127.0.0.1:{port}")
+    assert problem is not None and "127.0.0.1" in problem and "s3cret-pw" not in problem

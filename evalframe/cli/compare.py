@@ -141,7 +141,7 @@ def run(argv: list[str]) -> int:
     for found in comparisons:
         try:
             run_id = log_comparison(uri, experiment_id, found, written)
-            print(f"logged to MLflow at {uri} as run {run_id}")
+            print(f"logged to MLflow at {display_uri(uri)} as run {run_id}")
         except Exception as e:  # the comparison is printed and on disk; say what is missing
             print(
                 f"error: could not log the comparison to MLflow ({type(e).__name__}: {str(e)[:300]})",

@@ -85,9 +85,9 @@ def unavailable(uri: str, hint: str = LOG_ELSEWHERE) -> str | None:
         try:
             requests.get(f"{uri.rstrip('/')}/health", timeout=PROBE_TIMEOUT)  # any answer will do
         except requests.Timeout:
-            return f"the tracking server at {uri} did not answer within {PROBE_TIMEOUT:g} s"
+            return f"the tracking server at {display_uri(uri)} did not answer within {PROBE_TIMEOUT:g} s"
         except requests.RequestException as e:
-            return f"cannot reach the tracking server at {uri} ({type(e).__name__})"
+            return f"cannot reach the tracking server at {display_uri(uri)} ({type(e).__name__})"
         return None
     if not uri.startswith("sqlite:///"):
         return None
