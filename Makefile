@@ -30,7 +30,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 system-packages:
 	@if [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ] && ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; \
 	then echo "system packages: chromium, chromium-driver and postgresql are installed"; \
-	else echo "system packages: installing chromium chromium-driver postgresql with apt-get (for tests/test_ui.py and tests/test_postgres.py)"; \
+	else echo "system packages: installing chromium chromium-driver postgresql with apt-get (for tests/e2e/test_ui.py and tests/e2e/test_postgres.py)"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends \
 	    chromium chromium-driver postgresql >/dev/null; fi
 

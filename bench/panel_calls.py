@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from evalframe.run import pipeline
 from tests import scripted
 from tests.conftest import compose
-from tests.test_panel import as_judges
+from tests.scorers.test_panel import as_judges
 
 BASE = ["scorer=answer_similarity", "tracking=none", "model.name=scripted/judge-a", "model.api_key_env=null"]
 PANEL = "scorers.answer_similarity.models=[{name: scripted/judge-a, label: a}, {name: scripted/judge-b}]"

@@ -39,19 +39,19 @@ NOT_RUN = {
     "export ": "sets a variable for the commands after it",
     "source ": "activates the venv in the reader's shell",
     "pip install": "installs from PyPI (no internet here); make setup installs pyproject.toml's extras",
-    "mlflow server": "needs PostgreSQL and S3; tests/test_postgres.py runs this server on a real PostgreSQL",
-    "CANDIDATE=": "reads the run id the line above printed; tests/test_compare.py runs the step in bash",
+    "mlflow server": "needs PostgreSQL and S3; tests/e2e/test_postgres.py runs it on a real PostgreSQL",
+    "CANDIDATE=": "reads the run id the line above printed; tests/cli/test_compare.py runs the step in bash",
 }
 # evalframe commands composed but not run here, and where they are run instead.
 COMPOSED_ONLY = {
-    "rescore": "re-scores a logged run id (tests/test_rescore.py)",
-    "ui": "starts the MLflow UI until Ctrl-C (tests/test_ui_command.py)",
-    "--help": "prints the help (tests/test_cli.py)",
+    "rescore": "re-scores a logged run id (tests/cli/test_rescore.py)",
+    "ui": "starts the MLflow UI until Ctrl-C (tests/cli/test_ui_command.py)",
+    "--help": "prints the help (tests/cli/test_cli.py)",
     "--cfg": "prints the composed config",
-    "target=http": "needs your service (tests/test_targets.py runs the HTTP target against a local one)",
-    "model.batch=true": "needs a batch API (tests/test_batch.py runs it against the test server's)",
+    "target=http": "needs your service (tests/targets/test_targets.py runs it against a local one)",
+    "model.batch=true": "needs a batch API (tests/models/test_batch.py runs it against the test server's)",
 }
-COMPARE = "compares two logged runs by id (tests/test_compare.py runs it, and the CI step, on real runs)"
+COMPARE = "compares two logged runs by id (tests/cli/test_compare.py runs it, and the CI step, on real runs)"
 
 
 @dataclass

@@ -120,7 +120,7 @@ def krippendorff_alpha(ratings: Sequence[Sequence[float]]) -> float:
     than two pairable scores, or every score the same).
 
     Written out rather than taken from the `krippendorff` package, which is GPL-licensed; checked
-    against Krippendorff's own worked example (tests/test_panel.py).
+    against Krippendorff's own worked example (tests/scorers/test_panel.py).
     """
     import numpy as np
 

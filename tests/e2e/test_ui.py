@@ -22,7 +22,7 @@ from tests.testserver import FakeLLMServer
 
 pytestmark = pytest.mark.slow
 
-ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 WAIT = 90  # seconds for a page to render: two cores shared with the server and the sweep
 

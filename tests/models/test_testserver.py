@@ -219,7 +219,7 @@ def _server_cli(*args: str) -> Iterator[str]:
         [sys.executable, "-m", "tests.testserver", *args],
         stdout=subprocess.PIPE,
         text=True,
-        cwd=Path(__file__).parents[1],
+        cwd=Path(__file__).parents[2],
         preexec_fn=default_sigint,
     )
     try:

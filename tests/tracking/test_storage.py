@@ -333,7 +333,7 @@ def test_a_sweep_killed_with_sigkill_is_resumed_and_its_stale_run_marked_killed(
 
     from tests.conftest import run_cli
     from tests.fake_judge import judge
-    from tests.test_reliability import KEY, Stall, _start, _wait_until
+    from tests.run.test_reliability import KEY, Stall, _start, _wait_until
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     stall = Stall(limit=12)  # job 0 asks 9 requests, job 1 gets 3 answers and then waits

@@ -311,13 +311,13 @@ def test_python_target_signature_and_path_are_checked_up_front(tmp_path: Path) -
     with pytest.raises(ConfigError, match=r"cannot import 'no_such_module'.*PYTHONPATH"):
         PythonTarget("no_such_module:answer")
     with pytest.raises(ConfigError, match=r"'tests\.test_targets' has no 'nope'"):
-        PythonTarget("tests.test_targets:nope")
+        PythonTarget("tests.targets.test_targets:nope")
     with pytest.raises(ConfigError, match="is a list, not a function"):
-        PythonTarget("tests.test_targets:ROWS")
+        PythonTarget("tests.targets.test_targets:ROWS")
     with pytest.raises(ConfigError, match="name a function as module:function"):
         PythonTarget("answer")
-    assert PythonTarget("tests.test_targets.capital").fn is capital
-    assert PythonTarget("tests.test_targets:capital").name == "tests.test_targets:capital"
+    assert PythonTarget("tests.targets.test_targets.capital").fn is capital
+    assert PythonTarget("tests.targets.test_targets:capital").name == "tests.targets.test_targets:capital"
 
 
 def test_every_target_option_composes() -> None:

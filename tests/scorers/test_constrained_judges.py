@@ -109,7 +109,7 @@ def test_the_readme_commands(tmp_path: Path) -> None:
     """`python -m tests.testserver --constrained --seed 7` (what bench/constrained_judges.py starts) and
     the bench itself, whose figures the README quotes (--checkout given: the README's "before" command
     runs another checkout the same way)."""
-    root = Path(__file__).parents[1]
+    root = Path(__file__).parents[2]
     env = {**os.environ, "PYTHONPATH": str(root)}
     bench = subprocess.run(
         [sys.executable, "bench/constrained_judges.py", "--checkout", str(root)],

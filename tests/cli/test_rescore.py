@@ -22,9 +22,9 @@ from evalframe.results.summary import fmt, fmt_interval
 from evalframe.scorers.answer_similarity import Analysis, Penalties, SemanticUnits, score
 from evalframe.tracking.read import fetch_run
 from tests.conftest import fake_model, run_cli
-from tests.test_answer_relevancy import relevancy_judge
-from tests.test_ground_truth_similarity import compare_judge
-from tests.test_judge import ROWS as FACTUALITY_ROWS, factuality_responder
+from tests.scorers.test_answer_relevancy import relevancy_judge
+from tests.scorers.test_ground_truth_similarity import compare_judge
+from tests.scorers.test_judge import ROWS as FACTUALITY_ROWS, factuality_responder
 from tests.testserver import FakeLLMServer, FakeRequest
 
 KEY = {"OPENAI_API_KEY": "sk-x"}

@@ -230,7 +230,7 @@ def test_the_readme_github_actions_step_runs_as_written(tmp_path: Path, judge_se
     output, compare with the baseline run. The judge is the fake server instead of OpenAI."""
     from tests.conftest import fake_model, run_cli
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     step = readme.split("- name: Compare with the baseline run", 1)[1].split("```", 1)[0]
     script = step.split("run: |\n", 1)[1]
     lines = [line.strip() for line in script.splitlines() if line.strip()]

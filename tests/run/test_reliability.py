@@ -135,7 +135,7 @@ def test_429_500_503_and_timeouts_on_a_fifth_of_calls(scripted: ScriptedModel, t
             return Fault(status=200, delay=3.0)  # the client gives up after model.timeout
         return judge(req)
 
-    scripted.responder = flaky  # over HTTP too: tests/test_llm.py, tests/test_testserver.py
+    scripted.responder = flaky  # over HTTP too: tests/models/test_llm.py, tests/models/test_testserver.py
     overrides = judged(scripted, "model.timeout=0.5", "model.max_retries=8", "concurrency=8")
     result, code = pipeline.evaluate(compose(overrides), tmp_path)
     assert all(injected[k] > 0 for k in ("429", "500", "503", "timeout")), injected

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli.test_rescore import KEY, mlflow_runs
 from tests.conftest import fake_model, run_cli
-from tests.test_rescore import KEY, mlflow_runs
 from tests.testserver import FakeLLMServer, constrained_decoder
 
 pytestmark = pytest.mark.slow

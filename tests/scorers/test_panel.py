@@ -22,9 +22,9 @@ from evalframe.run import pipeline
 from evalframe.scorers.panel import Aggregate, Panel
 from tests.conftest import compose, run_cli
 from tests.fake_judge import fenced, judge
+from tests.scorers.test_judge import ROWS, factuality_responder
+from tests.scorers.test_rag_judges import chosen
 from tests.scripted import ScriptedModel
-from tests.test_judge import ROWS, factuality_responder
-from tests.test_rag_judges import chosen
 from tests.testserver import FakeLLMServer, FakeRequest, Fault
 
 N = math.nan
@@ -469,7 +469,7 @@ def test_a_panel_of_two_judges_on_two_servers_from_the_command_line(tmp_path: Pa
 
 def readme_command(marker: str) -> list[str]:
     """The arguments of the README's `evalframe ...` line containing `marker`, as written."""
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     [line] = [x for x in readme.splitlines() if x.startswith("evalframe ") and marker in x]
     return shlex.split(line)[1:]
 

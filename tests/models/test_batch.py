@@ -296,7 +296,7 @@ def test_a_run_killed_while_its_batch_is_pending_collects_it_on_resume(
             **os.environ,
             key_env: FAKE_KEY,
             "EVALFRAME_CACHE_DIR": str(tmp_path / "cache"),
-            "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+            "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
         }
         args = [
             sys.executable,
@@ -358,7 +358,7 @@ def test_the_readmes_batch_command_runs_as_written(
     """As written, and with model=claude, as the README's next lines say."""
     from tests.conftest import run_cli
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     section = readme.split("## Batch judging", 1)[1]
     block = section.split("```bash\n", 1)[1].split("```", 1)[0]
     [command] = [line for line in block.splitlines() if line.strip()]

@@ -186,7 +186,7 @@ def test_scorer_objects_beside_scorer_names(tmp_path: Path) -> None:
     )
     assert result.means == {"token_f1": 0.75, "brevity": 0.75, "exact_match": 0.75}
     assert result.items["brevity/reason"][3] == "4 words (limit 2)"
-    assert result.config["scorers"]["brevity"] == {"_target_": "tests.test_api.Brevity", "words": 2}
+    assert result.config["scorers"]["brevity"] == {"_target_": "tests.api.test_api.Brevity", "words": 2}
     scorers = {"short": Brevity(words=9), "token_f1": {}}
     named = evaluate(ROWS, scorers, target=capital, output_dir=tmp_path / "2")
     assert named.means == {"token_f1": 0.75, "short": 1.0}
@@ -346,7 +346,7 @@ def test_tracking_logs_to_mlflow_and_returns_the_run_id(
     assert result.run_id is not None and result.run_id in str(result)
     run_ = MlflowClient(uri).get_run(result.run_id)
     assert run_.data.metrics["exact_match/mean"] == 0.75 and run_.info.run_name == "caps"
-    assert run_.data.params["target.fn"] == "tests.test_api:capital"
+    assert run_.data.params["target.fn"] == "tests.api.test_api:capital"
     assert MlflowClient(uri).get_experiment(run_.info.experiment_id).name == "api"
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'env.db'}")
@@ -430,7 +430,7 @@ def test_evaluate_inside_a_hydra_app(tmp_path: Path) -> None:
 
 
 def test_the_readmes_first_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     section = readme.split("## Python API", 1)[1]
     code = section.split("```python\n", 1)[1].split("```", 1)[0]
     monkeypatch.chdir(tmp_path)

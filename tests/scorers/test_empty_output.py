@@ -13,8 +13,8 @@ from evalframe.errors import ConfigError
 from evalframe.run import pipeline
 from evalframe.scorers.judge import Judge
 from tests.conftest import compose, fake_model
+from tests.scorers.test_constrained_judges import FORMS
 from tests.scripted import ScriptedModel
-from tests.test_constrained_judges import FORMS
 from tests.testserver import constrained_decoder
 
 EMPTY = ["", "   ", "\n\t "]

@@ -22,9 +22,9 @@ from evalframe.results.summary import Summary
 from evalframe.results.table import items_table
 from evalframe.run import pipeline
 from evalframe.scorers.grounded import Rules, average_precision, claims_score, ranking_score
+from tests.cli.test_rescore import KEY, mlflow_runs, stored_items
 from tests.conftest import compose, fake_model, run_cli
 from tests.scripted import ScriptedModel
-from tests.test_rescore import KEY, mlflow_runs, stored_items
 from tests.testserver import FakeLLMServer, FakeRequest, constrained_decoder, random_instance
 
 JUDGES = ["faithfulness", "hallucination", "context_precision", "context_recall"]
