@@ -294,3 +294,17 @@ def test_tracking_mlflow_logs_to_the_configured_uri(scripted: ScriptedModel, tmp
 def test_a_run_on_your_file_is_named_after_its_stem(dataset: str, name: str) -> None:
     config = {"dataset": {"name": dataset}, "scorers": {"exact_match": {}, "token_f1": {}}, "tracking": {}}
     assert sweeps.run_name(config) == f"{name}-exact_match+token_f1"
+
+
+def test_model_overrides_leave_an_embedding_models_list_alone() -> None:
+    """`models` of semantic_similarity names embedding models, not judge presets: a `model.*` override
+    on the same command line (for the judges) must not read them as presets."""
+    from evalframe.config.compose import compose as compose_conf, resolve
+
+    line = [
+        "scorer=[answer_relevancy,semantic_similarity]",
+        "scorers.semantic_similarity.models=[openai/text-embedding-3-small]",
+        "model.api_base=http://127.0.0.1:9/v1",
+    ]
+    config = resolve(compose_conf(line), line)
+    assert config["scorers"]["semantic_similarity"]["models"] == ["openai/text-embedding-3-small"]

@@ -104,7 +104,8 @@ def _model_overrides_reach_every_judge(config: dict[str, Any], overrides: Sequen
     renamed = [o for o in mine if o.lstrip("+~").startswith("model.name=")]
     for name, spec in (config.get("scorers") or {}).items():
         models = spec.get("models") if isinstance(spec, dict) else None
-        if not mine or not isinstance(models, list):
+        # Only an LLM judge (it has `model`) names presets; semantic_similarity's `models` are embedders.
+        if not mine or not isinstance(models, list) or "model" not in spec:
             continue
         presets = [i for i, entry in enumerate(models) if isinstance(entry, str)]
         if presets and renamed:
