@@ -310,7 +310,7 @@ def test_python_target_signature_and_path_are_checked_up_front(tmp_path: Path) -
         PythonTarget(capital, pass_row=True)
     with pytest.raises(ConfigError, match=r"cannot import 'no_such_module'.*PYTHONPATH"):
         PythonTarget("no_such_module:answer")
-    with pytest.raises(ConfigError, match=r"'tests\.test_targets' has no 'nope'"):
+    with pytest.raises(ConfigError, match=r"'tests\.targets\.test_targets' has no 'nope'"):
         PythonTarget("tests.targets.test_targets:nope")
     with pytest.raises(ConfigError, match="is a list, not a function"):
         PythonTarget("tests.targets.test_targets:ROWS")
