@@ -20,6 +20,11 @@ and scorer that asks it. Before each request it waits for:
   evenly): a request's tokens are estimated before it is sent and corrected from the reply's usage.
   The parallel jobs of a sweep split each budget evenly (`share`).
 
+Every wait has a deadline. A request's own (`Deadline`: timeout × (1 + max_retries) from its first
+attempt) ends it at once when the limits would hold it longer (`Overdue`), and no cool-down or window
+the provider asks for holds the model longer than `horizon`, the longest deadline a request has: a
+Retry-After of 31 years, or of "inf", costs each request its deadline, not the run its life.
+
 Pure bookkeeping over time.monotonic() and asyncio: no provider, no litellm.
 """
 
@@ -100,6 +105,25 @@ def retry_after(headers: Mapping[str, Any] | None) -> float | None:
         return None
 
 
+class Overdue(Exception):
+    """The rate limits would hold a request past its deadline: it ends now, as a 429 past it does."""
+
+
+@dataclass
+class Deadline:
+    """One request's time, across all its attempts: `seconds` from its first attempt."""
+
+    seconds: float
+    at: float = math.inf  # time.monotonic() when it runs out; none until the first attempt
+
+    def start(self) -> None:
+        if self.at == math.inf:
+            self.at = time.monotonic() + self.seconds
+
+    def left(self) -> float:
+        return self.at - time.monotonic()
+
+
 def parallel_jobs() -> int:
     """The jobs of this process's sweep that may run at once (1 outside a parallel sweep)."""
     try:
@@ -161,6 +185,7 @@ class ModelLimits:
     ceiling: int  # the run's concurrency
     rpm: float | None = None  # this process's share of model.rpm / model.tpm
     tpm: float | None = None
+    horizon: float = math.inf  # seconds: the longest deadline of a request, and of any wait the provider asks
     limit: int = field(init=False)  # the adaptive in-flight limit
     in_flight: int = field(default=0, init=False)
     rate_limited: int = field(default=0, init=False)  # 429s met
@@ -239,9 +264,15 @@ class ModelLimits:
             0.0,
         )
 
-    async def ready(self, tokens: float) -> None:
-        """Sleep until a request of `tokens` may be sent; the time counts as waiting on rate limits."""
+    async def ready(self, tokens: float, deadline: Deadline | None = None) -> None:
+        """Sleep until a request of `tokens` may be sent; the time counts as waiting on rate limits. A
+        request whose deadline comes first ends now (Overdue): waiting would not get it an answer."""
         while (wait := self.delay(tokens)) > 0:
+            if deadline is not None and wait > deadline.left():
+                raise Overdue(
+                    f"the rate limits hold requests {wait:.1f} s more, past the request's deadline "
+                    f"({deadline.seconds:g} s from its first attempt: timeout × (1 + max_retries))"
+                )
             if self._held == 0:
                 self._held_since = time.monotonic()
             self._held += 1
@@ -252,15 +283,24 @@ class ModelLimits:
                 if self._held == 0:
                     self.waited += time.monotonic() - self._held_since
 
-    async def send(self, limiter: asyncio.Semaphore, tokens: float, request: Callable[[], Awaitable[T]]) -> T:
+    async def send(
+        self,
+        limiter: asyncio.Semaphore,
+        tokens: float,
+        request: Callable[[], Awaitable[T]],
+        deadline: Deadline | None = None,
+    ) -> T:
         """`request()` once these limits and a place among the run's requests in flight (`limiter`)
-        let a request of `tokens` go: the one way out to a rate-limited service, a model or a target."""
+        let a request of `tokens` go: the one way out to a rate-limited service, a model or a target.
+        Its `deadline` starts with its first attempt and bounds every wait after it."""
         await self.enter()
         try:
             while True:
-                await self.ready(tokens)
+                await self.ready(tokens, deadline)
                 async with limiter:
                     if self.take(tokens):  # else a cool-down began while waiting here: wait again
+                        if deadline is not None:
+                            deadline.start()
                         return await request()
         finally:
             self.leave()
@@ -290,7 +330,8 @@ class ModelLimits:
     def observe(self, headers: Mapping[str, Any] | None) -> None:
         now = time.monotonic()
         for kind, w in self._windows.items():
-            w.observe(*window(headers, kind), now)
+            left, reset = window(headers, kind)
+            w.observe(left, None if reset is None else min(reset, self.horizon), now)
 
     @staticmethod
     def _need(kind: str, tokens: float) -> float:
@@ -301,7 +342,8 @@ class ModelLimits:
     def refused(self, sent: float, headers: Mapping[str, Any] | None) -> float:
         """A 429 to a request sent at `sent`: count it, cool the model down for as long as the
         provider asks (or a backoff), and cut the limit unless this episode already did. Returns
-        the cool-down's end (time.monotonic())."""
+        the cool-down's end (time.monotonic()): never past `horizon`, so a cool-down never outlives
+        the requests it holds (a wait past their deadlines would end them anyway)."""
         now = time.monotonic()
         self.rate_limited += 1
         if sent >= self._cut_at:  # sent after the last cut: a new episode
@@ -311,7 +353,8 @@ class ModelLimits:
         self.observe(headers)
         asked = retry_after(headers)
         wait = asked if asked is not None else min(BACKOFF_CAP, 0.25 * 2**self._streak)
-        self._cool_until = max(self._cool_until, now + wait + random.uniform(0, 0.05))
+        wait = min(wait + random.uniform(0, 0.05), self.horizon)
+        self._cool_until = max(self._cool_until, now + wait)
         return self._cool_until
 
     def _set(self, limit: int) -> None:
