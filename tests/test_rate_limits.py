@@ -8,6 +8,8 @@ took: a loaded machine only makes a client slower, so "no sooner than" holds and
 from __future__ import annotations
 
 import asyncio
+import email.utils
+import itertools
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -21,7 +23,7 @@ from omegaconf import OmegaConf
 from evalframe.errors import ConfigError
 from evalframe.models.cache import Cache
 from evalframe.models.calls import Stats, StepResult
-from evalframe.models.limits import PARALLEL_JOBS, Deadline, ModelLimits, Overdue
+from evalframe.models.limits import PARALLEL_JOBS, Deadline, ModelLimits, Overdue, duration, retry_after
 from evalframe.models.llm import LLM
 from evalframe.models.retry import with_retries
 from evalframe.models.settings import ModelSettings
@@ -178,11 +180,12 @@ def test_budgets_are_checked_and_shared_by_a_sweeps_parallel_jobs(monkeypatch: p
 
 # ------------------------------------------------------------------ the model door, over HTTP
 def test_429s_do_not_use_up_the_retries_and_are_counted() -> None:
-    replies: Iterator[Fault | dict[str, Any]] = iter([*[refused(10)] * 5, {"units": ["A"]}])
+    # Three: each waits at least the backoff (0.5 s, 1 s, 2 s), well within the 10 s deadline
+    replies: Iterator[Fault | dict[str, Any]] = iter([*[refused(10)] * 3, {"units": ["A"]}])
     with FakeLLMServer(responder=lambda r: next(replies)) as server:
         llm = door(server, max_retries=0)
         [step] = extract(llm, 1)
-    assert step.ok and step.attempts == 6 and llm.stats.rate_limited == 5
+    assert step.ok and step.attempts == 4 and llm.stats.rate_limited == 3
     assert llm.limits.current < 4  # cut by the episode, not yet grown back
 
 
@@ -401,6 +404,50 @@ def test_the_providers_waits_never_outlive_the_requests_they_hold() -> None:
         return time.monotonic() - started
 
     assert within(10, lambda: asyncio.run(retried())) < 0.5
+
+
+# Waits that are no wait at all (issue 27): zero, negative, NaN, a date past. A judge answering 429 with
+# one of them for ever got 270-290 requests in 13 s for two items.
+NONSENSE_WAITS = {
+    "0": {"Retry-After": "0"},
+    "-5": {"Retry-After": "-5"},
+    "nan": {"Retry-After": "nan"},
+    "-100 ms": {"retry-after-ms": "-100"},
+    "nan ms": {"retry-after-ms": "nan"},
+    "1 ms": {"retry-after-ms": "1"},
+    "year 1970": {"Retry-After": "Thu, 01 Jan 1970 00:00:00 GMT"},
+}
+
+
+@pytest.mark.parametrize("headers", NONSENSE_WAITS.values(), ids=list(NONSENSE_WAITS))
+def test_a_wait_of_nothing_is_the_backoff_never_less(headers: dict[str, str]) -> None:
+    """A judge answering 429 for ever, saying to come back at once (or a millisecond, or before now):
+    the request backs off as for a 429 naming no wait (0.5 s, then 1 s...), so its 2 s deadline
+    (timeout × (1 + max_retries)) holds three attempts, not hundreds."""
+    arrived: list[float] = []
+
+    def refuse(request: FakeRequest) -> Fault:
+        arrived.append(time.monotonic())
+        return Fault(status=429, headers=headers)
+
+    with FakeLLMServer(responder=refuse) as server:
+        [step] = within(30, lambda: extract(door(server, timeout=1, max_retries=1), 1))
+    assert not step.ok and step.error is not None and step.error.startswith("RateLimitError")
+    assert 2 <= len(arrived) <= 4, len(arrived)
+    assert all(later - earlier >= 0.5 for earlier, later in itertools.pairwise(arrived))
+
+
+def test_retry_after_is_read_in_seconds_milliseconds_or_as_an_http_date() -> None:
+    assert retry_after({"retry-after": "7"}) == 7 and retry_after({"retry-after-ms": "250"}) == 0.25
+    assert retry_after({"retry-after-ms": "-100", "retry-after": "3"}) == 3  # the one that names a wait
+    when = email.utils.formatdate(time.time() + 30, usegmt=True)  # "Wed, 21 Oct 2099 07:28:00 GMT"
+    assert 28 < (retry_after({"retry-after": when}) or 0) <= 30
+    for headers in [*NONSENSE_WAITS.values(), {"Retry-After": "soon"}, {}]:
+        said = {k.lower(): v for k, v in headers.items()}
+        assert retry_after(said) is None or headers == NONSENSE_WAITS["1 ms"], headers
+        cooled = ModelLimits(8).refused(time.monotonic(), said)
+        assert cooled - time.monotonic() > 0.45  # the first backoff, 0.5 s, whatever was said
+    assert duration("-5s") is None and duration("nan") is None and duration("1.5s") == 1.5
 
 
 @pytest.mark.slow

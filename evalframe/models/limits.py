@@ -11,7 +11,9 @@ and scorer that asks it. Before each request it waits for:
   provider's first rate-limit headers come before the rest, and so does LiteLLM's first-call
   set-up, which would otherwise hold requests let go one by one and send them in a burst;
 - the end of a cool-down: after a 429 no request goes to the model until its Retry-After (or
-  retry-after-ms) has passed, or an exponential backoff when it names none;
+  retry-after-ms) has passed, or an exponential backoff when it names none; never sooner than that
+  backoff, whatever it names (zero, a millisecond, a negative number, NaN, a date past): a provider
+  saying "now" to every 429 is not hammered;
 - the provider's own count: when its headers say a window is used up, requests wait for its reset
   instead of being answered 429. OpenAI's x-ratelimit-remaining-{requests,tokens} with
   x-ratelimit-reset-* (a duration), Anthropic's anthropic-ratelimit-{requests,tokens,input-tokens,
@@ -31,6 +33,7 @@ Pure bookkeeping over time.monotonic() and asyncio: no provider, no litellm.
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import math
 import os
 import random
@@ -38,7 +41,7 @@ import re
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -55,14 +58,15 @@ _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
 def duration(value: Any) -> float | None:
-    """Seconds in OpenAI's x-ratelimit-reset-* form ("20ms", "1.5s", "6m0s") or a bare number."""
+    """Seconds in OpenAI's x-ratelimit-reset-* form ("20ms", "1.5s", "6m0s") or a bare number; None
+    for what is none (negative, NaN)."""
     text = str(value).strip()
     try:
-        return max(0.0, float(text))
+        seconds = float(text)
     except ValueError:
-        pass
-    parts = _DURATION.findall(text)
-    return sum(float(n) * _UNITS[u] for n, u in parts) if parts else None
+        parts = _DURATION.findall(text)
+        seconds = sum(float(n) * _UNITS[u] for n, u in parts) if parts and text[0] != "-" else math.nan
+    return seconds if seconds >= 0 else None  # NaN too
 
 
 def until(moment: Any) -> float | None:
@@ -93,16 +97,30 @@ def window(headers: Mapping[str, Any] | None, kind: str) -> tuple[Any, float | N
     return header(headers, f"x-ratelimit-remaining-{kind}"), None if reset is None else duration(reset)
 
 
-def retry_after(headers: Mapping[str, Any] | None) -> float | None:
-    """Seconds a 429 asks to wait: retry-after-ms (precise) before Retry-After (whole seconds)."""
-    ms = header(headers, "retry-after-ms")
+def http_date(value: Any) -> float:
+    """Seconds from now to an HTTP date (RFC 9110: "Wed, 21 Oct 2015 07:28:00 GMT"); NaN if it is none."""
     try:
-        if ms is not None:
-            return max(0.0, float(ms) / 1000)
-        seconds = header(headers, "retry-after")
-        return max(0.0, float(seconds)) if seconds is not None else None
-    except (TypeError, ValueError):
-        return None
+        at = email.utils.parsedate_to_datetime(str(value))
+    except (TypeError, ValueError, OverflowError):
+        return math.nan
+    return (at if at.tzinfo else at.replace(tzinfo=timezone.utc)).timestamp() - time.time()
+
+
+def retry_after(headers: Mapping[str, Any] | None) -> float | None:
+    """Seconds a 429 asks to wait: retry-after-ms (precise) before Retry-After (seconds, or an HTTP
+    date). None when neither names a wait (absent, not a number, zero, negative, NaN, a date past):
+    the backoff decides. An absurd one (1e12 ms, inf) is as given: the horizon cuts it."""
+    for name, unit in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = header(headers, name)
+        if value is None:
+            continue
+        try:
+            seconds = float(value) * unit
+        except (TypeError, ValueError):
+            seconds = http_date(value) if unit == 1.0 else math.nan
+        if seconds > 0:  # NaN is not
+            return seconds
+    return None
 
 
 class Overdue(Exception):
@@ -351,8 +369,8 @@ class ModelLimits:
             self._streak += 1
             self._set(max(1, self.limit // 2))
         self.observe(headers)
-        asked = retry_after(headers)
-        wait = asked if asked is not None else min(BACKOFF_CAP, 0.25 * 2**self._streak)
+        # The backoff is the least wait: a provider saying "now" (or 1 ms) to every 429 is not hammered.
+        wait = max(retry_after(headers) or 0.0, min(BACKOFF_CAP, 0.25 * 2**self._streak))
         wait = min(wait + random.uniform(0, 0.05), self.horizon)
         self._cool_until = max(self._cool_until, now + wait)
         return self._cool_until

@@ -36,11 +36,11 @@ def retry_after(error: BaseException) -> float | None:
 
 
 def backoff(attempt: int, error: BaseException | None = None, base: float = 0.5, cap: float = 30.0) -> float:
-    """Delay before retry number `attempt` (1-based): Retry-After if given, else full-jitter exponential."""
+    """Delay before retry number `attempt` (1-based): a full-jitter exponential backoff, or the server's
+    Retry-After when it is longer (up to `cap`)."""
+    own = random.uniform(0, min(cap, base * 2**attempt))
     asked = retry_after(error) if error is not None else None
-    if asked is not None:
-        return min(asked, cap) + random.uniform(0, 0.1)
-    return random.uniform(0, min(cap, base * 2**attempt))
+    return own if asked is None else max(own, min(asked, cap) + random.uniform(0, 0.1))
 
 
 async def with_retries(
