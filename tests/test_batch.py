@@ -167,6 +167,29 @@ def test_an_invalid_or_failed_batch_reply_goes_again_in_the_next_batch(
     assert server.batch_api["create"] == 3
 
 
+@pytest.mark.parametrize("broken", ["malformed", "no custom_id", "null"])
+@pytest.mark.parametrize("option", WIRES)
+def test_a_broken_line_of_a_batchs_results_costs_only_its_own_request(
+    server: FakeLLMServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    option: str,
+    broken: str,
+) -> None:
+    """Issue 27: one line of the results cut short, without its custom_id, or null lost the whole batch
+    (JSONDecodeError, KeyError, TypeError: every item unscored). Each line stands alone: the broken
+    one's request goes again in the next batch, as one the batch did not answer."""
+    monkeypatch.setenv(WIRES[option][0], FAKE_KEY)
+    server.broken_lines = [broken]
+    overrides = _batched(server, tmp_path, "model.batch=true", "model.batch_poll=0.05", option=option)
+    result = pipeline.evaluate(compose(overrides), tmp_path / "o")[0]
+    assert result.summaries["answer_similarity"].scored == 6
+    assert server.batch_api["create"] == 3  # extract; the broken line's again with analyze; its analyze
+    first = json.loads((tmp_path / "o" / BOOK).read_text().splitlines()[0])["batch"]
+    assert f"batch {first} ({WIRES[option][1]}): 1 not in its results (sent again" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("key", ["model", "target.model"])
 def test_batch_needs_openai_or_anthropic_and_says_so_before_any_call(
     server: FakeLLMServer, tmp_path: Path, key: str

@@ -19,7 +19,8 @@ Message Batches: POST /v1/messages/batches (the requests inline), GET /v1/messag
 (processing_status in_progress until `batch_delay` after its creation, then ended, each request answered
 as POST /v1/messages would answer it), GET /v1/messages/batches/ID/results (JSONL). `expire_next`
 batches, or one given to `expire`, expire instead of completing, as each provider reports it;
-`batch_faults` answer the next calls of an endpoint with errors.
+`batch_faults` answer the next calls of an endpoint with errors; `broken_lines` break the next lines of
+batches' results (cut short, without their custom_id, null).
 """
 
 from __future__ import annotations
@@ -520,6 +521,8 @@ class FakeLLMServer(RequestLog):
         self.expire_next = 0  # the next N batches created expire (the provider gave up on them) when due
         # "upload", "create", "retrieve", "content" -> faults answering the next calls of that endpoint
         self.batch_faults: dict[str, list[Fault]] = {}
+        # how the next lines of batches' results are broken, one each: "malformed", "no custom_id", "null"
+        self.broken_lines: list[str] = []
         self.latency, self.error_rate, self.error_statuses = latency, error_rate, error_statuses
         self.seed, self.port = seed, port  # port=0: pick a free one
         self.rate_limit = rate_limit
@@ -831,7 +834,7 @@ class FakeLLMServer(RequestLog):
             )
         file_id = f"file-{uuid.uuid4().hex[:16]}"
         with self._lock:
-            self.files[file_id] = "".join(json.dumps(o) + "\n" for o in out).encode()
+            self.files[file_id] = "".join(self._line(o) + "\n" for o in out).encode()
             done = sum(1 for o in out if o["response"]["status_code"] == 200)
             batch.update(
                 status="completed",
@@ -860,8 +863,18 @@ class FakeLLMServer(RequestLog):
                 ended_at=_iso(time.time()),
                 request_counts=counts,
                 results_url=f"{self.base_url}/v1/messages/batches/{batch['id']}/results",
-                _results="".join(json.dumps(o) + "\n" for o in out),
+                _results="".join(self._line(o) + "\n" for o in out),
             )
+
+    def _line(self, answer: dict) -> str:
+        """One line of a batch's results, broken as `broken_lines` says next (lock held)."""
+        how = self.broken_lines.pop(0) if self.broken_lines else None
+        text = json.dumps(answer)
+        if how == "malformed":  # cut short, as a truncated download
+            return text[: len(text) // 2]
+        if how == "no custom_id":
+            return json.dumps({k: v for k, v in answer.items() if k != "custom_id"})
+        return "null" if how == "null" else text
 
     @staticmethod
     def _public(batch: dict) -> dict:

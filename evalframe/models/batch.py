@@ -10,8 +10,9 @@ the run makes them; once none has come for `LINGER` seconds they go as one batch
 item in flight travels together and a step that depends on it (extract -> analyze) goes in the next
 batch. A reply that fails validation goes back to the model in the next batch, as a normal call would
 (`reply_retries` times); a request the provider answered with a transient error (429, 5xx), or did not
-answer because its batch expired or failed, is sent again in the next batch (`max_retries` times); then
-the item is unscored with the reason.
+answer because its batch expired or failed, or whose line of the results cannot be read, is sent again
+in the next batch (`max_retries` times); then the item is unscored with the reason. Each line of the
+results stands alone: one cut short costs its own request, not the batch.
 
 Each batch's id and its requests' ids are appended to `batches.jsonl` in the run directory the moment
 the batch exists: a run killed while waiting and resumed with `resume=true` collects those batches
@@ -91,9 +92,19 @@ class _OpenAI:
 
     def answers(self, content: bytes) -> dict[str, dict[str, Any]]:
         """A results file's answer lines by request id, in OpenAI's shape: `response` (`status_code`,
-        `body`), or `error` for a request that was not answered."""
-        lines = (json.loads(line) for line in content.decode().splitlines() if line.strip())
-        return {answer["custom_id"]: answer for answer in lines}
+        `body`), or `error` for a request that was not answered. A line that is no answer (not JSON,
+        not an object, no custom_id, a response or error that is not an object) is left out: its
+        request is sent again, as one not answered."""
+        answers: dict[str, dict[str, Any]] = {}
+        for text in content.decode(errors="replace").splitlines():
+            try:
+                line = json.loads(text)
+            except ValueError:
+                continue
+            readable = isinstance(line, dict) and isinstance(line.get("custom_id"), str)
+            if readable and all(isinstance(line.get(part) or {}, dict) for part in ("response", "error")):
+                answers[line["custom_id"]] = line
+        return answers
 
     def response(self, body: dict[str, Any], params: dict[str, Any]) -> Any:
         """An answer's body as LiteLLM's ModelResponse, as a normal call returns it."""
@@ -173,16 +184,18 @@ class _Anthropic(_OpenAI):
         codes = lib().llms.anthropic.common_utils.ANTHROPIC_ERROR_STATUS_CODE_MAP
         answers: dict[str, dict[str, Any]] = {}
         for rid, line in super().answers(content).items():
-            result = line.get("result") or {}
+            result = line.get("result")
+            result = result if isinstance(result, dict) else {}
             kind = result.get("type")
-            if kind == "succeeded":
+            if kind == "succeeded" and isinstance(result.get("message"), dict):
                 answers[rid] = {"response": {"status_code": 200, "body": result["message"]}}
             elif kind == "errored":  # {"type": "error", "error": {"type": "overloaded_error", "message"}}
                 error = (result.get("error") or {}).get("error") or {}
                 status = codes.get(error.get("type"), 500)
                 answers[rid] = {"response": {"status_code": status, "body": {"error": error}}}
-            else:  # canceled or expired: not answered (sent again)
-                answers[rid] = {"error": {"message": str(kind)}}
+            else:  # canceled, expired, or no result to read: not answered (sent again)
+                said = kind if kind in ("canceled", "expired") else "no result to read"
+                answers[rid] = {"error": {"message": said}}
         return answers
 
     def response(self, body: dict[str, Any], params: dict[str, Any]) -> Any:
@@ -279,6 +292,10 @@ class Batcher:
                 answers = await self._wait(batch_id)
             except BatchError as e:  # it failed or expired: each request is sent again in a new batch
                 answers = {rid: {"error": {"message": str(e)}} for rid in batch}
+            missing = len(set(batch) - set(answers))
+            if missing:  # left out, or on a line that could not be read
+                said = f"{missing} not in its results (sent again while model.max_retries lasts)"
+                print(f"batch {batch_id} ({self.settings.name}): {said}", file=sys.stderr)
         except BaseException as e:  # every request of the batch fails alike (a rejected key ends the run)
             for _, future in batch.values():
                 if not future.done():
