@@ -17,6 +17,11 @@ results stands alone: one cut short costs its own request, not the batch.
 Each batch's id and its requests' ids are appended to `batches.jsonl` in the run directory the moment
 the batch exists: a run killed while waiting and resumed with `resume=true` collects those batches
 instead of paying for the same requests again.
+
+A batch is created and paid for: a transient error while polling it (a 500, a dropped connection) is
+asked again with a growing pause until the batch is due (its expires_at, and a grace), never taken for
+the batch's end. A batch given up for good (still unreadable or pending long after it was due) is
+cancelled, so that it is not paid for as well as the new batch its requests go in.
 """
 
 from __future__ import annotations
@@ -50,6 +55,8 @@ FINAL = {"failed", "expired", "cancelled", "cancelling"}
 # A batch still pending this long after its expires_at has expired, whatever its status says: LiteLLM
 # reads any Anthropic processing_status but "ended" and "canceling" as in_progress.
 EXPIRY_GRACE = 3600.0
+WINDOW = 24 * 3600.0  # seconds: the completion window batches are created with ("24h")
+POLL_CAP = 600.0  # seconds: the longest pause between two polls of a batch whose status went unread
 T = TypeVar("T")
 
 
@@ -89,6 +96,9 @@ class _OpenAI:
             litellm.acreate_batch, completion_window="24h", endpoint=ENDPOINT, input_file_id=upload.id
         )
         return str(created.id)
+
+    async def cancel(self, batcher: Batcher, batch_id: str) -> None:
+        await batcher._call(lib().acancel_batch, batch_id=batch_id)
 
     def answers(self, content: bytes) -> dict[str, dict[str, Any]]:
         """A results file's answer lines by request id, in OpenAI's shape: `response` (`status_code`,
@@ -158,6 +168,16 @@ class _Anthropic(_OpenAI):
         return dict(body)
 
     async def create(self, batcher: Batcher, requests: dict[str, dict[str, Any]]) -> str:
+        payload = {"requests": [{"custom_id": rid, "params": body} for rid, body in requests.items()]}
+        return str((await self._post(batcher, "", payload))["id"])
+
+    async def cancel(self, batcher: Batcher, batch_id: str) -> None:
+        """LiteLLM 1.106's acancel_batch has no Anthropic path either."""
+        await self._post(batcher, f"/{batch_id}/cancel", None)
+
+    async def _post(self, batcher: Batcher, path: str, payload: dict[str, Any] | None) -> Any:
+        """POST to the Message Batches URL (+ `path`) with the headers LiteLLM's batch config gives;
+        the reply's JSON."""
         litellm = lib()
         s = batcher.settings
         config = litellm.llms.anthropic.batches.transformation.AnthropicBatchesConfig()
@@ -165,9 +185,8 @@ class _Anthropic(_OpenAI):
             api_base=s.api_base, api_key=None, model="", optional_params={}, litellm_params={}, data={}
         )
         betas = {"anthropic-beta": ",".join(sorted(self.betas))} if self.betas else {}
-        payload = {"requests": [{"custom_id": rid, "params": body} for rid, body in requests.items()]}
 
-        async def post(api_key: str | None = None, **_: Any) -> str:
+        async def post(api_key: str | None = None, **_: Any) -> Any:
             # x-api-key (or the bearer token), anthropic-version, and anthropic-beta with the batches beta
             headers = config.validate_environment(
                 headers=betas, model="", messages=[], optional_params={}, litellm_params={}, api_key=api_key
@@ -175,8 +194,8 @@ class _Anthropic(_OpenAI):
             client = litellm.llms.custom_httpx.http_handler.get_async_httpx_client(
                 llm_provider=litellm.LlmProviders.ANTHROPIC
             )
-            response = await client.post(url, json=payload, headers=headers, timeout=s.timeout)
-            return str(response.json()["id"])
+            response = await client.post(url + path, json=payload, headers=headers, timeout=s.timeout)
+            return response.json()
 
         return await batcher._call(post)
 
@@ -310,9 +329,25 @@ class Batcher:
     async def _wait(self, batch_id: str) -> dict[str, dict[str, Any]]:
         """Poll the batch until it is done, saying how it goes; its answer lines by request id."""
         litellm = lib()
+        transient = transient_errors(litellm)
         started, said, last_said = time.monotonic(), None, 0.0
+        due = time.time() + WINDOW + EXPIRY_GRACE  # until its expires_at is read
+        unread = 0  # polls in a row answered with a transient error
         while True:
-            batch = await self._call(litellm.aretrieve_batch, batch_id=batch_id)
+            try:
+                batch = await self._call(litellm.aretrieve_batch, batch_id=batch_id)
+            except transient as e:  # the batch goes on: ask again, later and later, until it is due
+                if time.time() > due:
+                    why = f"unreadable until it was due ({type(e).__name__})"
+                    raise await self._given_up(batch_id, why) from e
+                unread += 1
+                pause = min(POLL_CAP, self.settings.batch_poll * 2**unread)
+                said_now = f"status unread ({type(e).__name__}), asking again in {pause:.1f} s"
+                print(f"batch {batch_id} ({self.settings.name}): {said_now}", file=sys.stderr)
+                await asyncio.sleep(pause)
+                continue
+            unread = 0
+            due = batch.expires_at + EXPIRY_GRACE if batch.expires_at else due
             counts = batch.request_counts
             state = (batch.status, getattr(counts, "completed", 0), getattr(counts, "failed", 0))
             waited = time.monotonic() - started
@@ -328,8 +363,8 @@ class Batcher:
                 break
             if batch.status in FINAL:
                 raise BatchError(f"batch {batch_id} {batch.status}: {batch.errors or 'no reason given'}")
-            if batch.expires_at and time.time() > batch.expires_at + EXPIRY_GRACE:
-                raise BatchError(f"batch {batch_id} expired: still {batch.status} long after it was due")
+            if batch.expires_at and time.time() > due:
+                raise await self._given_up(batch_id, f"expired: still {batch.status} long after it was due")
             await asyncio.sleep(self.settings.batch_poll)
         answers: dict[str, dict[str, Any]] = {}
         for file_id in (batch.output_file_id, batch.error_file_id):
@@ -341,6 +376,15 @@ class Batcher:
             missed = ", ".join(f"{n} {why[:80]}" for why, n in unanswered.items())
             print(f"batch {batch_id} ({self.settings.name}): {missed}", file=sys.stderr)
         return answers
+
+    async def _given_up(self, batch_id: str, why: str) -> BatchError:
+        """Cancel a batch given up for good (its requests go in a new one: it must not be paid for too
+        should it end after all); the error that says so."""
+        try:
+            await self.wire.cancel(self, batch_id)
+        except Exception as e:  # it may have ended meanwhile: cancelling is for the bill, not the run
+            return BatchError(f"batch {batch_id} {why}; could not cancel it ({type(e).__name__})")
+        return BatchError(f"batch {batch_id} {why}; cancelled")
 
     async def _call(self, fn: Callable[..., Awaitable[T]], **kwargs: Any) -> T:
         """One call of LiteLLM's file and batch API, retried like a completion; a refused key ends the run."""
