@@ -17,9 +17,13 @@ GET /v1/batches/ID (in progress until `batch_delay` seconds after its creation, 
 line answered by the responder as a chat request would be), GET /v1/files/ID/content. And Anthropic's
 Message Batches: POST /v1/messages/batches (the requests inline), GET /v1/messages/batches/ID
 (processing_status in_progress until `batch_delay` after its creation, then ended, each request answered
-as POST /v1/messages would answer it), GET /v1/messages/batches/ID/results (JSONL). `expire_next`
+as POST /v1/messages would answer it), GET /v1/messages/batches/ID/results (JSONL). Both cancel a pending
+batch (POST /v1/batches/ID/cancel, POST /v1/messages/batches/ID/cancel: counted, and the batch is
+cancelling, as a real one is until it stops: it is then never answered). `expire_next`
 batches, or one given to `expire`, expire instead of completing, as each provider reports it;
-`batch_faults` answer the next calls of an endpoint with errors.
+`batch_faults` answer the next calls of an endpoint with errors (None in the queue: that call answered as
+usual); `broken_lines` break the next lines of
+batches' results (cut short, without their custom_id, null).
 """
 
 from __future__ import annotations
@@ -518,8 +522,11 @@ class FakeLLMServer(RequestLog):
         self.files: dict[str, bytes] = {}
         self.batches: dict[str, dict] = {}
         self.expire_next = 0  # the next N batches created expire (the provider gave up on them) when due
-        # "upload", "create", "retrieve", "content" -> faults answering the next calls of that endpoint
-        self.batch_faults: dict[str, list[Fault]] = {}
+        # "upload", "create", "retrieve", "content", "cancel" -> faults answering the next calls of that
+        # endpoint (None: that one answered as usual)
+        self.batch_faults: dict[str, list[Fault | None]] = {}
+        # how the next lines of batches' results are broken, one each: "malformed", "no custom_id", "null"
+        self.broken_lines: list[str] = []
         self.latency, self.error_rate, self.error_statuses = latency, error_rate, error_statuses
         self.seed, self.port = seed, port  # port=0: pick a free one
         self.rate_limit = rate_limit
@@ -622,7 +629,7 @@ class FakeLLMServer(RequestLog):
             self.first = self.first or arrived
         raw = h.rfile.read(int(h.headers.get("Content-Length") or 0))
         path = h.path.split("?", 1)[0]
-        if path in ("/v1/files", "/v1/batches", "/v1/messages/batches"):
+        if path in ("/v1/files", "/v1/batches", "/v1/messages/batches") or path.endswith("/cancel"):
             return self._batch_api(h, raw)
         try:
             body = json.loads(raw or b"{}")
@@ -673,6 +680,7 @@ class FakeLLMServer(RequestLog):
         wire = "anthropic" if path.startswith("/v1/messages/batches") else "openai"
         kind = {"/v1/files": "upload", "/v1/batches": "create", "/v1/messages/batches": "create"}.get(path)
         kind = kind or ("content" if path.endswith(("/content", "/results")) else "retrieve")
+        kind = "cancel" if path.endswith("/cancel") else kind
         with self._lock:
             queue = self.batch_faults.get(kind)
             fault = queue.pop(0) if queue else None
@@ -688,6 +696,8 @@ class FakeLLMServer(RequestLog):
         elif path == "/v1/messages/batches":
             headers = {k.lower(): v for k, v in h.headers.items()}
             reply = self._create_message_batch(json.loads(raw or b"{}"), headers)
+        elif kind == "cancel":
+            reply = self._cancel(path.split("/")[-2])
         elif path.startswith("/v1/messages/batches/") and kind == "content":
             reply = (self.batches.get(path.split("/")[4]) or {}).get("_results")  # once the batch has ended
         elif path.startswith(("/v1/batches/", "/v1/messages/batches/")):
@@ -702,6 +712,17 @@ class FakeLLMServer(RequestLog):
         if reply is None:
             return h.send(404, _error_body(wire, 404, f"no such batch, file or results: {path}"))
         h.send(200, reply, {"Content-Type": "application/octet-stream"} if isinstance(reply, str) else None)
+
+    def _cancel(self, batch_id: str) -> dict | None:
+        batch = self.batches.get(batch_id)
+        if batch is None:
+            return None
+        with self._lock:  # each provider's spelling
+            if "status" in batch:
+                batch["status"] = "cancelling"
+            else:
+                batch["processing_status"] = "canceling"
+        return self._public(batch)
 
     def expire(self, batch_id: str) -> None:
         """The provider gives up on a pending batch (as after its 24 h): when due, it expires instead."""
@@ -831,7 +852,7 @@ class FakeLLMServer(RequestLog):
             )
         file_id = f"file-{uuid.uuid4().hex[:16]}"
         with self._lock:
-            self.files[file_id] = "".join(json.dumps(o) + "\n" for o in out).encode()
+            self.files[file_id] = "".join(self._line(o) + "\n" for o in out).encode()
             done = sum(1 for o in out if o["response"]["status_code"] == 200)
             batch.update(
                 status="completed",
@@ -860,8 +881,18 @@ class FakeLLMServer(RequestLog):
                 ended_at=_iso(time.time()),
                 request_counts=counts,
                 results_url=f"{self.base_url}/v1/messages/batches/{batch['id']}/results",
-                _results="".join(json.dumps(o) + "\n" for o in out),
+                _results="".join(self._line(o) + "\n" for o in out),
             )
+
+    def _line(self, answer: dict) -> str:
+        """One line of a batch's results, broken as `broken_lines` says next (lock held)."""
+        how = self.broken_lines.pop(0) if self.broken_lines else None
+        text = json.dumps(answer)
+        if how == "malformed":  # cut short, as a truncated download
+            return text[: len(text) // 2]
+        if how == "no custom_id":
+            return json.dumps({k: v for k, v in answer.items() if k != "custom_id"})
+        return "null" if how == "null" else text
 
     @staticmethod
     def _public(batch: dict) -> dict:

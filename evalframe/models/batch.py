@@ -10,12 +10,18 @@ the run makes them; once none has come for `LINGER` seconds they go as one batch
 item in flight travels together and a step that depends on it (extract -> analyze) goes in the next
 batch. A reply that fails validation goes back to the model in the next batch, as a normal call would
 (`reply_retries` times); a request the provider answered with a transient error (429, 5xx), or did not
-answer because its batch expired or failed, is sent again in the next batch (`max_retries` times); then
-the item is unscored with the reason.
+answer because its batch expired or failed, or whose line of the results cannot be read, is sent again
+in the next batch (`max_retries` times); then the item is unscored with the reason. Each line of the
+results stands alone: one cut short costs its own request, not the batch.
 
 Each batch's id and its requests' ids are appended to `batches.jsonl` in the run directory the moment
 the batch exists: a run killed while waiting and resumed with `resume=true` collects those batches
 instead of paying for the same requests again.
+
+A batch is created and paid for: a transient error while polling it (a 500, a dropped connection) is
+asked again with a growing pause until the batch is due (its expires_at, and a grace), never taken for
+the batch's end. A batch given up for good (still unreadable or pending long after it was due) is
+cancelled, so that it is not paid for as well as the new batch its requests go in.
 """
 
 from __future__ import annotations
@@ -49,6 +55,8 @@ FINAL = {"failed", "expired", "cancelled", "cancelling"}
 # A batch still pending this long after its expires_at has expired, whatever its status says: LiteLLM
 # reads any Anthropic processing_status but "ended" and "canceling" as in_progress.
 EXPIRY_GRACE = 3600.0
+WINDOW = 24 * 3600.0  # seconds: the completion window batches are created with ("24h")
+POLL_CAP = 600.0  # seconds: the longest pause between two polls of a batch whose status went unread
 T = TypeVar("T")
 
 
@@ -89,11 +97,24 @@ class _OpenAI:
         )
         return str(created.id)
 
+    async def cancel(self, batcher: Batcher, batch_id: str) -> None:
+        await batcher._call(lib().acancel_batch, batch_id=batch_id)
+
     def answers(self, content: bytes) -> dict[str, dict[str, Any]]:
         """A results file's answer lines by request id, in OpenAI's shape: `response` (`status_code`,
-        `body`), or `error` for a request that was not answered."""
-        lines = (json.loads(line) for line in content.decode().splitlines() if line.strip())
-        return {answer["custom_id"]: answer for answer in lines}
+        `body`), or `error` for a request that was not answered. A line that is no answer (not JSON,
+        not an object, no custom_id, a response or error that is not an object) is left out: its
+        request is sent again, as one not answered."""
+        answers: dict[str, dict[str, Any]] = {}
+        for text in content.decode(errors="replace").splitlines():
+            try:
+                line = json.loads(text)
+            except ValueError:
+                continue
+            readable = isinstance(line, dict) and isinstance(line.get("custom_id"), str)
+            if readable and all(isinstance(line.get(part) or {}, dict) for part in ("response", "error")):
+                answers[line["custom_id"]] = line
+        return answers
 
     def response(self, body: dict[str, Any], params: dict[str, Any]) -> Any:
         """An answer's body as LiteLLM's ModelResponse, as a normal call returns it."""
@@ -147,6 +168,16 @@ class _Anthropic(_OpenAI):
         return dict(body)
 
     async def create(self, batcher: Batcher, requests: dict[str, dict[str, Any]]) -> str:
+        payload = {"requests": [{"custom_id": rid, "params": body} for rid, body in requests.items()]}
+        return str((await self._post(batcher, "", payload))["id"])
+
+    async def cancel(self, batcher: Batcher, batch_id: str) -> None:
+        """LiteLLM 1.106's acancel_batch has no Anthropic path either."""
+        await self._post(batcher, f"/{batch_id}/cancel", None)
+
+    async def _post(self, batcher: Batcher, path: str, payload: dict[str, Any] | None) -> Any:
+        """POST to the Message Batches URL (+ `path`) with the headers LiteLLM's batch config gives;
+        the reply's JSON."""
         litellm = lib()
         s = batcher.settings
         config = litellm.llms.anthropic.batches.transformation.AnthropicBatchesConfig()
@@ -154,9 +185,8 @@ class _Anthropic(_OpenAI):
             api_base=s.api_base, api_key=None, model="", optional_params={}, litellm_params={}, data={}
         )
         betas = {"anthropic-beta": ",".join(sorted(self.betas))} if self.betas else {}
-        payload = {"requests": [{"custom_id": rid, "params": body} for rid, body in requests.items()]}
 
-        async def post(api_key: str | None = None, **_: Any) -> str:
+        async def post(api_key: str | None = None, **_: Any) -> Any:
             # x-api-key (or the bearer token), anthropic-version, and anthropic-beta with the batches beta
             headers = config.validate_environment(
                 headers=betas, model="", messages=[], optional_params={}, litellm_params={}, api_key=api_key
@@ -164,8 +194,8 @@ class _Anthropic(_OpenAI):
             client = litellm.llms.custom_httpx.http_handler.get_async_httpx_client(
                 llm_provider=litellm.LlmProviders.ANTHROPIC
             )
-            response = await client.post(url, json=payload, headers=headers, timeout=s.timeout)
-            return str(response.json()["id"])
+            response = await client.post(url + path, json=payload, headers=headers, timeout=s.timeout)
+            return response.json()
 
         return await batcher._call(post)
 
@@ -173,16 +203,18 @@ class _Anthropic(_OpenAI):
         codes = lib().llms.anthropic.common_utils.ANTHROPIC_ERROR_STATUS_CODE_MAP
         answers: dict[str, dict[str, Any]] = {}
         for rid, line in super().answers(content).items():
-            result = line.get("result") or {}
+            result = line.get("result")
+            result = result if isinstance(result, dict) else {}
             kind = result.get("type")
-            if kind == "succeeded":
+            if kind == "succeeded" and isinstance(result.get("message"), dict):
                 answers[rid] = {"response": {"status_code": 200, "body": result["message"]}}
             elif kind == "errored":  # {"type": "error", "error": {"type": "overloaded_error", "message"}}
                 error = (result.get("error") or {}).get("error") or {}
                 status = codes.get(error.get("type"), 500)
                 answers[rid] = {"response": {"status_code": status, "body": {"error": error}}}
-            else:  # canceled or expired: not answered (sent again)
-                answers[rid] = {"error": {"message": str(kind)}}
+            else:  # canceled, expired, or no result to read: not answered (sent again)
+                said = kind if kind in ("canceled", "expired") else "no result to read"
+                answers[rid] = {"error": {"message": said}}
         return answers
 
     def response(self, body: dict[str, Any], params: dict[str, Any]) -> Any:
@@ -279,6 +311,10 @@ class Batcher:
                 answers = await self._wait(batch_id)
             except BatchError as e:  # it failed or expired: each request is sent again in a new batch
                 answers = {rid: {"error": {"message": str(e)}} for rid in batch}
+            missing = len(set(batch) - set(answers))
+            if missing:  # left out, or on a line that could not be read
+                said = f"{missing} not in its results (sent again while model.max_retries lasts)"
+                print(f"batch {batch_id} ({self.settings.name}): {said}", file=sys.stderr)
         except BaseException as e:  # every request of the batch fails alike (a rejected key ends the run)
             for _, future in batch.values():
                 if not future.done():
@@ -293,9 +329,25 @@ class Batcher:
     async def _wait(self, batch_id: str) -> dict[str, dict[str, Any]]:
         """Poll the batch until it is done, saying how it goes; its answer lines by request id."""
         litellm = lib()
+        transient = transient_errors(litellm)
         started, said, last_said = time.monotonic(), None, 0.0
+        due = time.time() + WINDOW + EXPIRY_GRACE  # until its expires_at is read
+        unread = 0  # polls in a row answered with a transient error
         while True:
-            batch = await self._call(litellm.aretrieve_batch, batch_id=batch_id)
+            try:
+                batch = await self._call(litellm.aretrieve_batch, batch_id=batch_id)
+            except transient as e:  # the batch goes on: ask again, later and later, until it is due
+                if time.time() > due:
+                    why = f"unreadable until it was due ({type(e).__name__})"
+                    raise await self._given_up(batch_id, why) from e
+                unread += 1
+                pause = min(POLL_CAP, self.settings.batch_poll * 2**unread)
+                said_now = f"status unread ({type(e).__name__}), asking again in {pause:.1f} s"
+                print(f"batch {batch_id} ({self.settings.name}): {said_now}", file=sys.stderr)
+                await asyncio.sleep(pause)
+                continue
+            unread = 0
+            due = batch.expires_at + EXPIRY_GRACE if batch.expires_at else due
             counts = batch.request_counts
             state = (batch.status, getattr(counts, "completed", 0), getattr(counts, "failed", 0))
             waited = time.monotonic() - started
@@ -311,8 +363,8 @@ class Batcher:
                 break
             if batch.status in FINAL:
                 raise BatchError(f"batch {batch_id} {batch.status}: {batch.errors or 'no reason given'}")
-            if batch.expires_at and time.time() > batch.expires_at + EXPIRY_GRACE:
-                raise BatchError(f"batch {batch_id} expired: still {batch.status} long after it was due")
+            if batch.expires_at and time.time() > due:
+                raise await self._given_up(batch_id, f"expired: still {batch.status} long after it was due")
             await asyncio.sleep(self.settings.batch_poll)
         answers: dict[str, dict[str, Any]] = {}
         for file_id in (batch.output_file_id, batch.error_file_id):
@@ -324,6 +376,15 @@ class Batcher:
             missed = ", ".join(f"{n} {why[:80]}" for why, n in unanswered.items())
             print(f"batch {batch_id} ({self.settings.name}): {missed}", file=sys.stderr)
         return answers
+
+    async def _given_up(self, batch_id: str, why: str) -> BatchError:
+        """Cancel a batch given up for good (its requests go in a new one: it must not be paid for too
+        should it end after all); the error that says so."""
+        try:
+            await self.wire.cancel(self, batch_id)
+        except Exception as e:  # it may have ended meanwhile: cancelling is for the bill, not the run
+            return BatchError(f"batch {batch_id} {why}; could not cancel it ({type(e).__name__})")
+        return BatchError(f"batch {batch_id} {why}; cancelled")
 
     async def _call(self, fn: Callable[..., Awaitable[T]], **kwargs: Any) -> T:
         """One call of LiteLLM's file and batch API, retried like a completion; a refused key ends the run."""

@@ -43,8 +43,9 @@ class Context:
                 llm.batcher = Batcher(settings, self.stats, self.run_dir).complete
         return self._llms[settings]
 
-    def limits(self, name: str) -> ModelLimits:
-        """The rate limits of a service that is not a model (the HTTP target), kept with the models'."""
+    def limits(self, name: str, horizon: float) -> ModelLimits:
+        """The rate limits of a service that is not a model (the HTTP target), kept with the models';
+        `horizon`: the longest deadline of its requests."""
         if name not in self.stats.limits:
-            self.stats.limits[name] = ModelLimits(self._concurrency)
+            self.stats.limits[name] = ModelLimits(self._concurrency, horizon=horizon)
         return self.stats.limits[name]

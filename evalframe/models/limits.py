@@ -11,7 +11,9 @@ and scorer that asks it. Before each request it waits for:
   provider's first rate-limit headers come before the rest, and so does LiteLLM's first-call
   set-up, which would otherwise hold requests let go one by one and send them in a burst;
 - the end of a cool-down: after a 429 no request goes to the model until its Retry-After (or
-  retry-after-ms) has passed, or an exponential backoff when it names none;
+  retry-after-ms) has passed, or an exponential backoff when it names none; never sooner than that
+  backoff, whatever it names (zero, a millisecond, a negative number, NaN, a date past): a provider
+  saying "now" to every 429 is not hammered;
 - the provider's own count: when its headers say a window is used up, requests wait for its reset
   instead of being answered 429. OpenAI's x-ratelimit-remaining-{requests,tokens} with
   x-ratelimit-reset-* (a duration), Anthropic's anthropic-ratelimit-{requests,tokens,input-tokens,
@@ -20,12 +22,18 @@ and scorer that asks it. Before each request it waits for:
   evenly): a request's tokens are estimated before it is sent and corrected from the reply's usage.
   The parallel jobs of a sweep split each budget evenly (`share`).
 
+Every wait has a deadline. A request's own (`Deadline`: timeout × (1 + max_retries) from its first
+attempt) ends it at once when the limits would hold it longer (`Overdue`), and no cool-down or window
+the provider asks for holds the model longer than `horizon`, the longest deadline a request has: a
+Retry-After of 31 years, or of "inf", costs each request its deadline, not the run its life.
+
 Pure bookkeeping over time.monotonic() and asyncio: no provider, no litellm.
 """
 
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import math
 import os
 import random
@@ -33,7 +41,7 @@ import re
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -50,14 +58,15 @@ _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
 def duration(value: Any) -> float | None:
-    """Seconds in OpenAI's x-ratelimit-reset-* form ("20ms", "1.5s", "6m0s") or a bare number."""
+    """Seconds in OpenAI's x-ratelimit-reset-* form ("20ms", "1.5s", "6m0s") or a bare number; None
+    for what is none (negative, NaN)."""
     text = str(value).strip()
     try:
-        return max(0.0, float(text))
+        seconds = float(text)
     except ValueError:
-        pass
-    parts = _DURATION.findall(text)
-    return sum(float(n) * _UNITS[u] for n, u in parts) if parts else None
+        parts = _DURATION.findall(text)
+        seconds = sum(float(n) * _UNITS[u] for n, u in parts) if parts and text[0] != "-" else math.nan
+    return seconds if seconds >= 0 else None  # NaN too
 
 
 def until(moment: Any) -> float | None:
@@ -88,16 +97,49 @@ def window(headers: Mapping[str, Any] | None, kind: str) -> tuple[Any, float | N
     return header(headers, f"x-ratelimit-remaining-{kind}"), None if reset is None else duration(reset)
 
 
-def retry_after(headers: Mapping[str, Any] | None) -> float | None:
-    """Seconds a 429 asks to wait: retry-after-ms (precise) before Retry-After (whole seconds)."""
-    ms = header(headers, "retry-after-ms")
+def http_date(value: Any) -> float:
+    """Seconds from now to an HTTP date (RFC 9110: "Wed, 21 Oct 2015 07:28:00 GMT"); NaN if it is none."""
     try:
-        if ms is not None:
-            return max(0.0, float(ms) / 1000)
-        seconds = header(headers, "retry-after")
-        return max(0.0, float(seconds)) if seconds is not None else None
-    except (TypeError, ValueError):
-        return None
+        at = email.utils.parsedate_to_datetime(str(value))
+    except (TypeError, ValueError, OverflowError):
+        return math.nan
+    return (at if at.tzinfo else at.replace(tzinfo=timezone.utc)).timestamp() - time.time()
+
+
+def retry_after(headers: Mapping[str, Any] | None) -> float | None:
+    """Seconds a 429 asks to wait: retry-after-ms (precise) before Retry-After (seconds, or an HTTP
+    date). None when neither names a wait (absent, not a number, zero, negative, NaN, a date past):
+    the backoff decides. An absurd one (1e12 ms, inf) is as given: the horizon cuts it."""
+    for name, unit in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = header(headers, name)
+        if value is None:
+            continue
+        try:
+            seconds = float(value) * unit
+        except (TypeError, ValueError):
+            seconds = http_date(value) if unit == 1.0 else math.nan
+        if seconds > 0:  # NaN is not
+            return seconds
+    return None
+
+
+class Overdue(Exception):
+    """The rate limits would hold a request past its deadline: it ends now, as a 429 past it does."""
+
+
+@dataclass
+class Deadline:
+    """One request's time, across all its attempts: `seconds` from its first attempt."""
+
+    seconds: float
+    at: float = math.inf  # time.monotonic() when it runs out; none until the first attempt
+
+    def start(self) -> None:
+        if self.at == math.inf:
+            self.at = time.monotonic() + self.seconds
+
+    def left(self) -> float:
+        return self.at - time.monotonic()
 
 
 def parallel_jobs() -> int:
@@ -161,6 +203,7 @@ class ModelLimits:
     ceiling: int  # the run's concurrency
     rpm: float | None = None  # this process's share of model.rpm / model.tpm
     tpm: float | None = None
+    horizon: float = math.inf  # seconds: the longest deadline of a request, and of any wait the provider asks
     limit: int = field(init=False)  # the adaptive in-flight limit
     in_flight: int = field(default=0, init=False)
     rate_limited: int = field(default=0, init=False)  # 429s met
@@ -239,9 +282,15 @@ class ModelLimits:
             0.0,
         )
 
-    async def ready(self, tokens: float) -> None:
-        """Sleep until a request of `tokens` may be sent; the time counts as waiting on rate limits."""
+    async def ready(self, tokens: float, deadline: Deadline | None = None) -> None:
+        """Sleep until a request of `tokens` may be sent; the time counts as waiting on rate limits. A
+        request whose deadline comes first ends now (Overdue): waiting would not get it an answer."""
         while (wait := self.delay(tokens)) > 0:
+            if deadline is not None and wait > deadline.left():
+                raise Overdue(
+                    f"the rate limits hold requests {wait:.1f} s more, past the request's deadline "
+                    f"({deadline.seconds:g} s from its first attempt: timeout × (1 + max_retries))"
+                )
             if self._held == 0:
                 self._held_since = time.monotonic()
             self._held += 1
@@ -252,15 +301,24 @@ class ModelLimits:
                 if self._held == 0:
                     self.waited += time.monotonic() - self._held_since
 
-    async def send(self, limiter: asyncio.Semaphore, tokens: float, request: Callable[[], Awaitable[T]]) -> T:
+    async def send(
+        self,
+        limiter: asyncio.Semaphore,
+        tokens: float,
+        request: Callable[[], Awaitable[T]],
+        deadline: Deadline | None = None,
+    ) -> T:
         """`request()` once these limits and a place among the run's requests in flight (`limiter`)
-        let a request of `tokens` go: the one way out to a rate-limited service, a model or a target."""
+        let a request of `tokens` go: the one way out to a rate-limited service, a model or a target.
+        Its `deadline` starts with its first attempt and bounds every wait after it."""
         await self.enter()
         try:
             while True:
-                await self.ready(tokens)
+                await self.ready(tokens, deadline)
                 async with limiter:
                     if self.take(tokens):  # else a cool-down began while waiting here: wait again
+                        if deadline is not None:
+                            deadline.start()
                         return await request()
         finally:
             self.leave()
@@ -290,7 +348,8 @@ class ModelLimits:
     def observe(self, headers: Mapping[str, Any] | None) -> None:
         now = time.monotonic()
         for kind, w in self._windows.items():
-            w.observe(*window(headers, kind), now)
+            left, reset = window(headers, kind)
+            w.observe(left, None if reset is None else min(reset, self.horizon), now)
 
     @staticmethod
     def _need(kind: str, tokens: float) -> float:
@@ -301,7 +360,8 @@ class ModelLimits:
     def refused(self, sent: float, headers: Mapping[str, Any] | None) -> float:
         """A 429 to a request sent at `sent`: count it, cool the model down for as long as the
         provider asks (or a backoff), and cut the limit unless this episode already did. Returns
-        the cool-down's end (time.monotonic())."""
+        the cool-down's end (time.monotonic()): never past `horizon`, so a cool-down never outlives
+        the requests it holds (a wait past their deadlines would end them anyway)."""
         now = time.monotonic()
         self.rate_limited += 1
         if sent >= self._cut_at:  # sent after the last cut: a new episode
@@ -309,9 +369,10 @@ class ModelLimits:
             self._streak += 1
             self._set(max(1, self.limit // 2))
         self.observe(headers)
-        asked = retry_after(headers)
-        wait = asked if asked is not None else min(BACKOFF_CAP, 0.25 * 2**self._streak)
-        self._cool_until = max(self._cool_until, now + wait + random.uniform(0, 0.05))
+        # The backoff is the least wait: a provider saying "now" (or 1 ms) to every 429 is not hammered.
+        wait = max(retry_after(headers) or 0.0, min(BACKOFF_CAP, 0.25 * 2**self._streak))
+        wait = min(wait + random.uniform(0, 0.05), self.horizon)
+        self._cool_until = max(self._cool_until, now + wait)
         return self._cool_until
 
     def _set(self, limit: int) -> None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from evalframe.models import limits
+from evalframe.models.limits import Deadline
 
 T = TypeVar("T")
 
@@ -35,11 +36,11 @@ def retry_after(error: BaseException) -> float | None:
 
 
 def backoff(attempt: int, error: BaseException | None = None, base: float = 0.5, cap: float = 30.0) -> float:
-    """Delay before retry number `attempt` (1-based): Retry-After if given, else full-jitter exponential."""
+    """Delay before retry number `attempt` (1-based): a full-jitter exponential backoff, or the server's
+    Retry-After when it is longer (up to `cap`)."""
+    own = random.uniform(0, min(cap, base * 2**attempt))
     asked = retry_after(error) if error is not None else None
-    if asked is not None:
-        return min(asked, cap) + random.uniform(0, 0.1)
-    return random.uniform(0, min(cap, base * 2**attempt))
+    return own if asked is None else max(own, min(asked, cap) + random.uniform(0, 0.1))
 
 
 async def with_retries(
@@ -47,11 +48,14 @@ async def with_retries(
     budget: Budget | int,
     transient: Callable[[BaseException], bool],
     rate_limited: Callable[[BaseException], bool] = lambda e: False,
+    deadline: Deadline | None = None,
 ) -> T:
     """`attempt()` until it returns, retrying the failures `transient` accepts while `budget` lasts;
     any other failure, or the last one, is raised. A failure `rate_limited` accepts (a 429 within the
     request's deadline) is tried again at once without using the budget: the attempt itself waits
-    for the model's cool-down (limits.ModelLimits), with every other request to that model."""
+    for the model's cool-down (limits.ModelLimits), with every other request to that model. A retry
+    the server asks to put off (Retry-After) past the request's `deadline` is not made: the failure
+    is raised instead. (Our own backoff is bounded by the budget.)"""
     budget = budget if isinstance(budget, Budget) else Budget(budget)
     retried = 0
     while True:
@@ -62,6 +66,9 @@ async def with_retries(
                 continue
             if budget.left <= 0 or not transient(e):
                 raise
+            pause = backoff(retried + 1, e)
+            if deadline is not None and retry_after(e) is not None and pause > deadline.left():
+                raise
             budget.left -= 1
             retried += 1
-            await asyncio.sleep(backoff(retried, e))
+            await asyncio.sleep(pause)

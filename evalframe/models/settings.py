@@ -111,12 +111,14 @@ class ModelSettings:
         return (self.timeout + 30.0) * (self.max_retries + self.reply_retries + 1)
 
     def limits(self, concurrency: int) -> ModelLimits:
-        """This process's rate limits for the model: a parallel sweep's jobs split the budgets."""
+        """This process's rate limits for the model: a parallel sweep's jobs split the budgets, and
+        no wait the provider asks for outlasts a request's deadline."""
         share = parallel_jobs()
         return ModelLimits(
             concurrency,
             rpm=self.rpm / share if self.rpm else None,
             tpm=self.tpm / share if self.tpm else None,
+            horizon=self.deadline(),
         )
 
     def call_kwargs(self) -> dict[str, Any]:

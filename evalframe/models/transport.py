@@ -12,6 +12,7 @@ from typing import Any
 
 from evalframe.errors import ConfigError
 from evalframe.models.calls import Stats, StepResult
+from evalframe.models.limits import Deadline
 from evalframe.models.loader import lib
 from evalframe.models.pricing import Pricing
 from evalframe.models.retry import Budget, with_retries
@@ -84,26 +85,27 @@ class Transport:
     ) -> Any:
         """One request to the provider within the run's concurrency limit and the model's rate limits
         (limits.py), each attempt bounded by `model.timeout` in total. A 429 waits for the model's
-        cool-down and tries again until the request's deadline, without using the budget; server
-        errors and timeouts are retried while the budget lasts. A refused key, a missing permission,
-        an exhausted quota or an unknown model ends the run (ModelRejected): every other item would
-        be refused too. `tokens` is the request's estimated size, for model.tpm."""
+        cool-down and tries again until the request's deadline, without using the budget (past it,
+        the 429 is the request's end: a retry would only wait for the same cool-down); server errors
+        and timeouts are retried while the budget lasts, unless the server asks to wait past the
+        deadline. A refused
+        key, a missing permission, an exhausted quota or an unknown model ends the run
+        (ModelRejected): every other item would be refused too. `tokens` is the request's estimated
+        size, for model.tpm."""
         litellm = lib()
         transient = transient_errors(litellm)
         limits = self.limits
-        first: list[float] = []  # when the request was first sent: its deadline counts from there
-
-        def send() -> Awaitable[Any]:
-            first[:] = first or [time.monotonic()]
-            return self._send(call, step, tokens)
-
-        attempt = functools.partial(limits.send, self.limiter, tokens, send)
+        deadline = Deadline(self.settings.deadline())  # counts from the first attempt
+        send = functools.partial(self._send, call, step, tokens)
+        attempt = functools.partial(limits.send, self.limiter, tokens, send, deadline)
 
         def rate_limited(e: BaseException) -> bool:
-            deadline = first[0] + self.settings.deadline()
-            return isinstance(e, litellm.RateLimitError) and limits.cool_until <= deadline
+            return isinstance(e, litellm.RateLimitError) and limits.cool_until <= deadline.at
 
-        return await with_retries(attempt, budget, lambda e: isinstance(e, transient), rate_limited)
+        def retried(e: BaseException) -> bool:
+            return isinstance(e, transient) and not isinstance(e, litellm.RateLimitError)
+
+        return await with_retries(attempt, budget, retried, rate_limited, deadline)
 
     async def _send(self, call: Callable[[], Awaitable[Any]], step: StepResult | None, tokens: int) -> Any:
         """One attempt, on the wire: bounded by model.timeout from the first byte sent to the last

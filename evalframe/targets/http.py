@@ -16,7 +16,7 @@ from evalframe.data.values import as_text
 from evalframe.errors import ConfigError
 from evalframe.models.calls import StepResult
 from evalframe.models.context import Context
-from evalframe.models.limits import ModelLimits
+from evalframe.models.limits import Deadline, ModelLimits, Overdue
 from evalframe.models.retry import with_retries
 from evalframe.scorers.prompts import TextTemplate
 from evalframe.targets.base import Target, error_text
@@ -171,25 +171,25 @@ class HTTPTarget(Target):
 
     async def _send(self, client: Any, body: Any, step: StepResult, ctx: Context) -> Any:
         """One request under the service's rate limits. A 429 is sent again until timeout × (1 +
-        max_retries) from the first attempt, as a judge's is; server errors, timeouts and dropped
-        connections are retried while max_retries lasts."""
-        limits = ctx.limits(TARGET)
-        first: list[float] = []  # when the request was first sent: its deadline counts from there
+        max_retries) from the first attempt, as a judge's is (past it, the 429 is the request's end);
+        server errors, timeouts and dropped connections are retried while max_retries lasts, unless
+        the service asks to wait past that deadline."""
+        deadline = Deadline(self.timeout * (1 + self.max_retries))  # counts from the first attempt
+        limits = ctx.limits(TARGET, deadline.seconds)
 
         def request() -> Awaitable[Any]:
-            first[:] = first or [time.monotonic()]
             return self._request(client, body, step, limits)
 
         def rate_limited(e: BaseException) -> bool:
-            deadline = first[0] + self.timeout * (1 + self.max_retries)
-            return isinstance(e, _RateLimited) and limits.cool_until <= deadline
+            return isinstance(e, _RateLimited) and limits.cool_until <= deadline.at
 
-        attempt = functools.partial(limits.send, ctx.limiter, 0, request)
+        def retried(e: BaseException) -> bool:
+            return isinstance(e, _Retryable) and not isinstance(e, _RateLimited)
+
+        attempt = functools.partial(limits.send, ctx.limiter, 0, request, deadline)
         try:
-            return await with_retries(
-                attempt, self.max_retries, lambda e: isinstance(e, _Retryable), rate_limited
-            )
-        except _Retryable as e:
+            return await with_retries(attempt, self.max_retries, retried, rate_limited, deadline)
+        except (_Retryable, Overdue) as e:
             raise ReplyError(f"{e} (after {step.attempts} attempt(s))") from None
 
     async def _request(self, client: Any, body: Any, step: StepResult, limits: ModelLimits) -> Any:

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from evalframe.errors import ConfigError
+from evalframe.models import batch as batch_module
 from evalframe.models.batch import BOOK, Batcher, BatchError
 from evalframe.models.calls import Stats
 from evalframe.models.settings import ModelSettings
@@ -167,6 +168,29 @@ def test_an_invalid_or_failed_batch_reply_goes_again_in_the_next_batch(
     assert server.batch_api["create"] == 3
 
 
+@pytest.mark.parametrize("broken", ["malformed", "no custom_id", "null"])
+@pytest.mark.parametrize("option", WIRES)
+def test_a_broken_line_of_a_batchs_results_costs_only_its_own_request(
+    server: FakeLLMServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    option: str,
+    broken: str,
+) -> None:
+    """Issue 27: one line of the results cut short, without its custom_id, or null lost the whole batch
+    (JSONDecodeError, KeyError, TypeError: every item unscored). Each line stands alone: the broken
+    one's request goes again in the next batch, as one the batch did not answer."""
+    monkeypatch.setenv(WIRES[option][0], FAKE_KEY)
+    server.broken_lines = [broken]
+    overrides = _batched(server, tmp_path, "model.batch=true", "model.batch_poll=0.05", option=option)
+    result = pipeline.evaluate(compose(overrides), tmp_path / "o")[0]
+    assert result.summaries["answer_similarity"].scored == 6
+    assert server.batch_api["create"] == 3  # extract; the broken line's again with analyze; its analyze
+    first = json.loads((tmp_path / "o" / BOOK).read_text().splitlines()[0])["batch"]
+    assert f"batch {first} ({WIRES[option][1]}): 1 not in its results (sent again" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("key", ["model", "target.model"])
 def test_batch_needs_openai_or_anthropic_and_says_so_before_any_call(
     server: FakeLLMServer, tmp_path: Path, key: str
@@ -240,6 +264,58 @@ def test_the_batch_apis_errors_are_retried_or_end_the_run_without_the_key(
     with pytest.raises(ModelRejected, match=match) as rejected:
         pipeline.evaluate(compose([*overrides, "cache.mode=off"]), tmp_path / "r")
     assert FAKE_KEY not in str(rejected.value) and server.batched == 0
+
+
+@pytest.mark.parametrize("option", WIRES)
+def test_a_batch_whose_status_cannot_be_read_is_asked_again_not_abandoned(
+    server: FakeLLMServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, option: str
+) -> None:
+    """Issue 27: the batch's status answered 500 more times than model.max_retries absorbs: the batch
+    (created, paid for) was abandoned and every item unscored. A transient error while polling is
+    asked again, with a growing pause, until the batch is due."""
+    monkeypatch.setenv(WIRES[option][0], FAKE_KEY)
+    server.batch_faults = {"retrieve": [Fault(500)] * 6}
+    batched = ("model.batch=true", "model.batch_poll=0.05", "model.max_retries=1")
+    overrides = _batched(server, tmp_path, *batched, option=option)
+    result = pipeline.evaluate(compose(overrides), tmp_path / "o")[0]
+    assert result.summaries["answer_similarity"].scored == 6 and server.faults == 6
+    assert server.batch_api["create"] == 2 and server.batch_api.get("cancel", 0) == 0
+
+
+@pytest.mark.parametrize("why", ["its status unreadable until due", "still pending long after due"])
+@pytest.mark.parametrize("option", WIRES)
+def test_a_batch_given_up_for_good_is_cancelled(
+    server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch, option: str, why: str
+) -> None:
+    """A batch given up (its requests go again in a new one) is cancelled, so that it is not paid for
+    too should it end after all: LiteLLM's acancel_batch for OpenAI, POST .../cancel for Anthropic."""
+    server.batch_delay = 3600
+    _, name, _ = WIRES[option]
+    base = server.openai_base if option == "gpt" else server.base_url
+    settings = ModelSettings(name=name, api_base=base, api_key_env=None, batch_poll=0.05, max_retries=0)
+    batcher = Batcher(settings, Stats(), None)
+    monkeypatch.setattr(batch_module, "EXPIRY_GRACE", 1.0)
+
+    async def go() -> None:
+        request = batcher.wire.request(batcher, [{"role": "user", "content": "hi"}], {})
+        batch_id = await batcher.wire.create(batcher, {"r1": request})
+        due = time.time() - (0 if why.startswith("its status") else 5)  # due now, or long ago
+        server.batches[batch_id]["expires_at"] = _when(due, option)
+        server.batch_faults = {"retrieve": [None, *[Fault(500)] * 1000]}  # read once, then never
+        with pytest.raises(BatchError, match=rf"batch {batch_id} .*; cancelled"):
+            await asyncio.wait_for(batcher._wait(batch_id), 30)
+        assert server.batches[batch_id].get("status", server.batches[batch_id].get("processing_status")) in (
+            "cancelling",
+            "canceling",
+        )
+
+    asyncio.run(go())
+    assert server.batched == 0 and server.batch_api["cancel"] == 1
+
+
+def _when(epoch: float, option: str) -> Any:
+    """A batch's expires_at as each provider writes it: OpenAI's in epoch seconds, Anthropic's in RFC 3339."""
+    return int(epoch) if option == "gpt" else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
 
 
 def test_a_message_batch_still_pending_long_after_it_was_due_counts_as_expired(server: FakeLLMServer) -> None:

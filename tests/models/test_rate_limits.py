@@ -8,12 +8,14 @@ took: a loaded machine only makes a client slower, so "no sooner than" holds and
 from __future__ import annotations
 
 import asyncio
+import email.utils
+import itertools
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from omegaconf import OmegaConf
@@ -21,8 +23,9 @@ from omegaconf import OmegaConf
 from evalframe.errors import ConfigError
 from evalframe.models.cache import Cache
 from evalframe.models.calls import Stats, StepResult
-from evalframe.models.limits import PARALLEL_JOBS, ModelLimits
+from evalframe.models.limits import PARALLEL_JOBS, Deadline, ModelLimits, Overdue, duration, retry_after
 from evalframe.models.llm import LLM
+from evalframe.models.retry import with_retries
 from evalframe.models.settings import ModelSettings
 from evalframe.results.summary import Summary
 from evalframe.run import pipeline
@@ -32,6 +35,8 @@ from tests.conftest import compose, fake_model, run_process
 from tests.fake_judge import judge
 from tests.scripted import NAME, ScriptedModel
 from tests.testserver import FakeLLMServer, FakeRequest, Fault, RateLimit
+
+T = TypeVar("T")
 
 
 def door(server: FakeLLMServer, concurrency: int = 4, **settings: Any) -> LLM:
@@ -175,11 +180,12 @@ def test_budgets_are_checked_and_shared_by_a_sweeps_parallel_jobs(monkeypatch: p
 
 # ------------------------------------------------------------------ the model door, over HTTP
 def test_429s_do_not_use_up_the_retries_and_are_counted() -> None:
-    replies: Iterator[Fault | dict[str, Any]] = iter([*[refused(10)] * 5, {"units": ["A"]}])
+    # Three: each waits at least the backoff (0.5 s, 1 s, 2 s), well within the 10 s deadline
+    replies: Iterator[Fault | dict[str, Any]] = iter([*[refused(10)] * 3, {"units": ["A"]}])
     with FakeLLMServer(responder=lambda r: next(replies)) as server:
         llm = door(server, max_retries=0)
         [step] = extract(llm, 1)
-    assert step.ok and step.attempts == 6 and llm.stats.rate_limited == 5
+    assert step.ok and step.attempts == 4 and llm.stats.rate_limited == 3
     assert llm.limits.current < 4  # cut by the episode, not yet grown back
 
 
@@ -295,6 +301,153 @@ def test_a_request_stops_waiting_out_429s_at_its_deadline(scripted: ScriptedMode
     [step] = extract(scripted_door(timeout=1, max_retries=0), 1)
     assert not step.ok and step.error is not None and step.error.startswith("RateLimitError")
     assert step.attempts >= 2
+
+
+def within(seconds: float, run: Callable[[], T]) -> T:
+    """`run()` in a thread of its own, failing the test when it has not returned after `seconds`: a run
+    that hangs is a failed test, not a stuck suite (the thread is left behind, a daemon)."""
+    outcome: list[Any] = []
+
+    def target() -> None:
+        try:
+            outcome.append(("value", run()))
+        except BaseException as e:
+            outcome.append(("error", e))
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert outcome, f"still running after {seconds} s"
+    kind, value = outcome[0]
+    if kind == "error":
+        raise value
+    return value
+
+
+# Waits a judge answering 429 for ever asks for (issue 27): absurd, infinite, in milliseconds, a far
+# HTTP date; and none at all, or not a number, where the client's backoff decides.
+HOSTILE_WAITS = {
+    "1e9 s": {"Retry-After": "1000000000"},
+    "inf": {"Retry-After": "inf"},
+    "1e12 ms": {"retry-after-ms": "1e12"},
+    "year 2099": {"Retry-After": "Wed, 21 Oct 2099 07:28:00 GMT"},
+    "no header": {},
+    "not a number": {"Retry-After": "soon"},
+}
+
+
+@pytest.mark.parametrize("headers", HOSTILE_WAITS.values(), ids=list(HOSTILE_WAITS))
+def test_no_wait_a_judge_asks_for_holds_a_request_past_its_deadline(
+    tmp_path: Path, headers: dict[str, str]
+) -> None:
+    """A judge answering 429 for ever, asking to wait 31 years: each request ends by its deadline,
+    timeout × (1 + max_retries) = 2 s (the cool-down it set lasts no longer), and the run ends with its
+    items unscored, not lost (exit code 4). It hung: pending requests slept in the limiter until the
+    cool-down's end."""
+    with FakeLLMServer(responder=lambda r: Fault(status=429, headers=headers)) as server:
+        overrides = ["scorer=answer_similarity", *fake_model(server), "dataset.limit=2", "tracking=none"]
+        config = compose([*overrides, "model.timeout=1", "model.max_retries=1", "cache.mode=off"])
+        result, code = within(60, lambda: pipeline.evaluate(config, tmp_path))
+        assert server.first is not None
+        taken = time.time() - server.first
+    assert code == 4 and len(result.items) == 2 and result.summaries["answer_similarity"].unscored == 2
+    assert taken < 2 + 3  # the requests wait together, each within its 2 s; 3 s for the report
+
+
+def test_the_providers_waits_never_outlive_the_requests_they_hold() -> None:
+    """Whatever a 429 or a window's reset says, the model's cool-down ends within the longest deadline
+    of a request (its horizon); a request already sent (its deadline running) that the limits would hold
+    past its deadline ends at once (Overdue) instead of sleeping."""
+    for headers in [*HOSTILE_WAITS.values(), {"retry-after": "1e308"}]:
+        limits = ModelLimits(8, horizon=2)
+        assert (
+            limits.refused(time.monotonic(), {k.lower(): v for k, v in headers.items()})
+            <= time.monotonic() + 2
+        )
+    for reset in ({"x-ratelimit-reset-requests": "inf"}, {"x-ratelimit-reset-requests": "1000000000s"}):
+        window = ModelLimits(8, horizon=2)
+        window.observe({"x-ratelimit-remaining-requests": "0", **reset})
+        assert 0 < window.delay(0) <= 2
+    anthropic = ModelLimits(8, horizon=2)
+    anthropic.observe(
+        {
+            "anthropic-ratelimit-requests-remaining": "0",
+            "anthropic-ratelimit-requests-reset": "9999-12-31T00:00:00Z",
+        }
+    )
+    assert 0 < anthropic.delay(0) <= 2
+
+    async def held() -> float:
+        limits = ModelLimits(8, horizon=2)
+        deadline = Deadline(0.5)
+        deadline.start()  # sent once: half a second left
+        limits.refused(time.monotonic(), {"retry-after": "1000000000"})  # a cool-down of 2 s
+        started = time.monotonic()
+        with pytest.raises(Overdue, match="past the request's deadline"):
+            await limits.send(asyncio.Semaphore(8), 0, lambda: asyncio.sleep(0), deadline)
+        return time.monotonic() - started
+
+    assert within(10, lambda: asyncio.run(held())) < 0.5
+
+    class Unavailable(Exception):  # a 503 asking for 31 years: not retried, as a 429 past the deadline
+        response = type("Response", (), {"headers": {"retry-after": "1000000000"}})
+
+    async def unavailable() -> None:
+        raise Unavailable
+
+    async def retried() -> float:
+        deadline = Deadline(2)
+        deadline.start()
+        started = time.monotonic()
+        with pytest.raises(Unavailable):
+            await with_retries(unavailable, 3, lambda e: True, deadline=deadline)
+        return time.monotonic() - started
+
+    assert within(10, lambda: asyncio.run(retried())) < 0.5
+
+
+# Waits that are no wait at all (issue 27): zero, negative, NaN, a date past. A judge answering 429 with
+# one of them for ever got 270-290 requests in 13 s for two items.
+NONSENSE_WAITS = {
+    "0": {"Retry-After": "0"},
+    "-5": {"Retry-After": "-5"},
+    "nan": {"Retry-After": "nan"},
+    "-100 ms": {"retry-after-ms": "-100"},
+    "nan ms": {"retry-after-ms": "nan"},
+    "1 ms": {"retry-after-ms": "1"},
+    "year 1970": {"Retry-After": "Thu, 01 Jan 1970 00:00:00 GMT"},
+}
+
+
+@pytest.mark.parametrize("headers", NONSENSE_WAITS.values(), ids=list(NONSENSE_WAITS))
+def test_a_wait_of_nothing_is_the_backoff_never_less(headers: dict[str, str]) -> None:
+    """A judge answering 429 for ever, saying to come back at once (or a millisecond, or before now):
+    the request backs off as for a 429 naming no wait (0.5 s, then 1 s...), so its 2 s deadline
+    (timeout × (1 + max_retries)) holds three attempts, not hundreds."""
+    arrived: list[float] = []
+
+    def refuse(request: FakeRequest) -> Fault:
+        arrived.append(time.monotonic())
+        return Fault(status=429, headers=headers)
+
+    with FakeLLMServer(responder=refuse) as server:
+        [step] = within(30, lambda: extract(door(server, timeout=1, max_retries=1), 1))
+    assert not step.ok and step.error is not None and step.error.startswith("RateLimitError")
+    assert 2 <= len(arrived) <= 4, len(arrived)
+    assert all(later - earlier >= 0.5 for earlier, later in itertools.pairwise(arrived))
+
+
+def test_retry_after_is_read_in_seconds_milliseconds_or_as_an_http_date() -> None:
+    assert retry_after({"retry-after": "7"}) == 7 and retry_after({"retry-after-ms": "250"}) == 0.25
+    assert retry_after({"retry-after-ms": "-100", "retry-after": "3"}) == 3  # the one that names a wait
+    when = email.utils.formatdate(time.time() + 30, usegmt=True)  # "Wed, 21 Oct 2099 07:28:00 GMT"
+    assert 28 < (retry_after({"retry-after": when}) or 0) <= 30
+    for headers in [*NONSENSE_WAITS.values(), {"Retry-After": "soon"}, {}]:
+        said = {k.lower(): v for k, v in headers.items()}
+        assert retry_after(said) is None or headers == NONSENSE_WAITS["1 ms"], headers
+        cooled = ModelLimits(8).refused(time.monotonic(), said)
+        assert cooled - time.monotonic() > 0.45  # the first backoff, 0.5 s, whatever was said
+    assert duration("-5s") is None and duration("nan") is None and duration("1.5s") == 1.5
 
 
 @pytest.mark.slow

@@ -99,7 +99,9 @@ def test_the_door_retries_timeouts_rate_limits_and_server_errors(scripted: Scrip
         return faults.pop(0) if faults else {"units": ["A"]}
 
     scripted.responder = flaky
-    step = ask(llm(timeout=0.3, max_retries=2))
+    # The 429 comes within the request's deadline, 0.5 s × (1 + 4), whatever the backoff after the
+    # timeout (up to 1 s): a 429 past it would end the request (tests/test_rate_limits.py).
+    step = ask(llm(timeout=0.5, max_retries=4))
     assert step.ok and step.attempts == 3 and scripted.faults == 2 and scripted.count() == 1
     assert asked[2] - asked[1] >= 0.3  # Retry-After honoured
     scripted.reset()
