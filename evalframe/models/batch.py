@@ -27,7 +27,6 @@ cancelled, so that it is not paid for as well as the new batch its requests go i
 from __future__ import annotations
 
 import asyncio
-import copy
 import json
 import os
 import sys
@@ -35,9 +34,11 @@ import time
 import warnings
 from collections import Counter
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from evalframe.models.batch_wires import AnthropicWire, BatchError, OpenAIWire
 from evalframe.models.cache import key as cache_key
 from evalframe.models.calls import Message, Stats
 from evalframe.models.loader import lib
@@ -49,7 +50,6 @@ from evalframe.redaction import REDACTED, scrub_text
 
 BOOK = "batches.jsonl"  # in the run directory: one line per batch, written as soon as it is created
 LINGER = 0.2  # seconds without a new request before the gathered ones go as a batch
-ENDPOINT = "/v1/chat/completions"
 RETRYABLE = {408, 409, 429, 500, 502, 503, 504}
 FINAL = {"failed", "expired", "cancelled", "cancelling"}
 # A batch still pending this long after its expires_at has expired, whatever its status says: LiteLLM
@@ -60,181 +60,37 @@ POLL_CAP = 600.0  # seconds: the longest pause between two polls of a batch whos
 T = TypeVar("T")
 
 
-class BatchError(Exception):
-    """A request the batch did not answer (the item is unscored with this reason)."""
+@dataclass(frozen=True)
+class Book:
+    """batches.jsonl in the run directory: each batch a model's requests went in, written as soon as
+    it is created, so a killed run's resume collects what it paid for instead of asking again."""
 
+    path: Path | None  # None: no run directory (nothing to resume)
+    model: str
+    server: str
 
-class _OpenAI:
-    """OpenAI's Batch API, wholly through LiteLLM: a JSONL of chat requests is uploaded and a batch
-    created on it; the batch's output and error files hold the answers."""
-
-    provider = "openai"
-
-    def request(self, batcher: Batcher, messages: list[Message], params: dict[str, Any]) -> dict[str, Any]:
-        """The body of one request, as a normal call would send it."""
-        s = batcher.settings
-        return {
-            "model": batcher.model,
-            "messages": messages,
-            "temperature": s.temperature,
-            **({"max_tokens": s.max_tokens} if s.max_tokens else {}),
-            **dict(s.extra),
-            **params,
-        }
-
-    async def create(self, batcher: Batcher, requests: dict[str, dict[str, Any]]) -> str:
-        """Create a batch of these requests (by request id); its id."""
-        litellm = lib()
-        lines = [
-            json.dumps({"custom_id": rid, "method": "POST", "url": ENDPOINT, "body": body})
-            for rid, body in requests.items()
-        ]
-        upload = await batcher._call(
-            litellm.acreate_file, file=("evalframe-batch.jsonl", "\n".join(lines).encode()), purpose="batch"
-        )
-        created = await batcher._call(
-            litellm.acreate_batch, completion_window="24h", endpoint=ENDPOINT, input_file_id=upload.id
-        )
-        return str(created.id)
-
-    async def cancel(self, batcher: Batcher, batch_id: str) -> None:
-        await batcher._call(lib().acancel_batch, batch_id=batch_id)
-
-    def answers(self, content: bytes) -> dict[str, dict[str, Any]]:
-        """A results file's answer lines by request id, in OpenAI's shape: `response` (`status_code`,
-        `body`), or `error` for a request that was not answered. A line that is no answer (not JSON,
-        not an object, no custom_id, a response or error that is not an object) is left out: its
-        request is sent again, as one not answered."""
-        answers: dict[str, dict[str, Any]] = {}
-        for text in content.decode(errors="replace").splitlines():
+    def read(self) -> dict[str, str]:
+        """Request id -> the batch it went in, for this model on this server."""
+        if self.path is None or not self.path.is_file():
+            return {}
+        journaled: dict[str, str] = {}
+        for line in self.path.read_text(encoding="utf-8").splitlines():
             try:
-                line = json.loads(text)
-            except ValueError:
+                entry = json.loads(line)
+            except ValueError:  # a line torn by the kill: that batch is paid for again, nothing lost
                 continue
-            readable = isinstance(line, dict) and isinstance(line.get("custom_id"), str)
-            if readable and all(isinstance(line.get(part) or {}, dict) for part in ("response", "error")):
-                answers[line["custom_id"]] = line
-        return answers
+            if entry.get("model") == self.model and entry.get("server") == self.server:
+                journaled.update(dict.fromkeys(entry["requests"], entry["batch"]))
+        return journaled
 
-    def response(self, body: dict[str, Any], params: dict[str, Any]) -> Any:
-        """An answer's body as LiteLLM's ModelResponse, as a normal call returns it."""
-        return lib().ModelResponse(**body)
-
-    def mapped(self, error: Exception, model: str) -> Exception:
-        """LiteLLM's exception for an error its batch functions let through unmapped (the OpenAI SDK's;
-        on Anthropic's paths httpx's or its AnthropicError), so that a 5xx is retried and a refused key
-        ends the run, as on a normal call."""
-        try:
-            return lib().utils.exception_type(
-                model=model, original_exception=error, custom_llm_provider=self.provider
-            )
-        except Exception as e:  # it raises the mapped exception (and returns one of LiteLLM's as it is)
-            return e
-
-
-class _Anthropic(_OpenAI):
-    """Anthropic's Message Batches. LiteLLM 1.106 retrieves them (aretrieve_batch) and reads their results
-    (afile_content with the batch id: Anthropic's own JSONL, converted here), but cannot create one: its
-    create_batch has no Anthropic path (BerriAI/litellm#17265). So that one call is made by hand: each
-    request's body is built by LiteLLM's own Anthropic transformation from the parameters a normal call
-    passes, and the URL and headers come from LiteLLM's Anthropic batch config."""
-
-    provider = "anthropic"
-
-    def __init__(self) -> None:
-        self.betas: set[str] = set()  # the anthropic-beta features the requests need (structured output)
-
-    def request(self, batcher: Batcher, messages: list[Message], params: dict[str, Any]) -> dict[str, Any]:
-        litellm = lib()
-        drop = ("model", "timeout", "max_retries", "api_base", "api_key")  # not in the body
-        kwargs = {k: v for k, v in batcher.settings.call_kwargs().items() if k not in drop}
-        messages = copy.deepcopy(messages)  # as LiteLLM's handler does: the transformation may edit them
-        optional = litellm.utils.get_optional_params(
-            model=batcher.model, custom_llm_provider="anthropic", messages=messages, **kwargs, **params
-        )
-        optional.pop("json_mode", None)  # how LiteLLM reads the reply (see response), not part of the body
-        headers: dict[str, str] = {}
-        body = litellm.AnthropicConfig().transform_request(
-            model=batcher.model,
-            messages=messages,
-            optional_params=optional,
-            litellm_params={},
-            headers=headers,
-        )
-        headers, body = litellm.anthropic_beta_headers_manager.update_request_with_filtered_beta(
-            headers=headers, request_data=body, provider="anthropic"
-        )
-        self.betas.update(b.strip() for b in headers.get("anthropic-beta", "").split(",") if b.strip())
-        return dict(body)
-
-    async def create(self, batcher: Batcher, requests: dict[str, dict[str, Any]]) -> str:
-        payload = {"requests": [{"custom_id": rid, "params": body} for rid, body in requests.items()]}
-        return str((await self._post(batcher, "", payload))["id"])
-
-    async def cancel(self, batcher: Batcher, batch_id: str) -> None:
-        """LiteLLM 1.106's acancel_batch has no Anthropic path either."""
-        await self._post(batcher, f"/{batch_id}/cancel", None)
-
-    async def _post(self, batcher: Batcher, path: str, payload: dict[str, Any] | None) -> Any:
-        """POST to the Message Batches URL (+ `path`) with the headers LiteLLM's batch config gives;
-        the reply's JSON."""
-        litellm = lib()
-        s = batcher.settings
-        config = litellm.llms.anthropic.batches.transformation.AnthropicBatchesConfig()
-        url = config.get_complete_batch_url(
-            api_base=s.api_base, api_key=None, model="", optional_params={}, litellm_params={}, data={}
-        )
-        betas = {"anthropic-beta": ",".join(sorted(self.betas))} if self.betas else {}
-
-        async def post(api_key: str | None = None, **_: Any) -> Any:
-            # x-api-key (or the bearer token), anthropic-version, and anthropic-beta with the batches beta
-            headers = config.validate_environment(
-                headers=betas, model="", messages=[], optional_params={}, litellm_params={}, api_key=api_key
-            )
-            client = litellm.llms.custom_httpx.http_handler.get_async_httpx_client(
-                llm_provider=litellm.LlmProviders.ANTHROPIC
-            )
-            response = await client.post(url + path, json=payload, headers=headers, timeout=s.timeout)
-            return response.json()
-
-        return await batcher._call(post)
-
-    def answers(self, content: bytes) -> dict[str, dict[str, Any]]:
-        codes = lib().llms.anthropic.common_utils.ANTHROPIC_ERROR_STATUS_CODE_MAP
-        answers: dict[str, dict[str, Any]] = {}
-        for rid, line in super().answers(content).items():
-            result = line.get("result")
-            result = result if isinstance(result, dict) else {}
-            kind = result.get("type")
-            if kind == "succeeded" and isinstance(result.get("message"), dict):
-                answers[rid] = {"response": {"status_code": 200, "body": result["message"]}}
-            elif kind == "errored":  # {"type": "error", "error": {"type": "overloaded_error", "message"}}
-                error = (result.get("error") or {}).get("error") or {}
-                status = codes.get(error.get("type"), 500)
-                answers[rid] = {"response": {"status_code": status, "body": {"error": error}}}
-            else:  # canceled, expired, or no result to read: not answered (sent again)
-                said = kind if kind in ("canceled", "expired") else "no result to read"
-                answers[rid] = {"error": {"message": said}}
-        return answers
-
-    def response(self, body: dict[str, Any], params: dict[str, Any]) -> Any:
-        import httpx
-
-        litellm = lib()
-        return litellm.AnthropicConfig().transform_parsed_response(
-            completion_response=body,
-            raw_response=httpx.Response(200),
-            model_response=litellm.ModelResponse(),
-            json_mode="response_format" in params,  # a forced tool's input becomes the message content
-        )
-
-    def mapped(self, error: Exception, model: str) -> Exception:
-        response = getattr(error, "response", None)
-        if type(error).__name__ == "HTTPStatusError" and response is not None:  # wrapped as its handler does
-            error = lib().llms.anthropic.common_utils.AnthropicError(
-                status_code=response.status_code, message=response.text, headers=response.headers
-            )
-        return super().mapped(error, model)
+    def write(self, batch_id: str, requests: list[str]) -> None:
+        if self.path is None:
+            return
+        entry = {"batch": batch_id, "model": self.model, "server": self.server}
+        with self.path.open("a", encoding="utf-8") as f:
+            f.write(json.dumps({**entry, "created": time.time(), "requests": requests}) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
 
 
 class Batcher:
@@ -247,14 +103,16 @@ class Batcher:
         warnings.filterwarnings("ignore", "coroutine 'OpenAIFilesAPI.afile_content' was never awaited")
         self.settings = settings
         self.stats = stats
-        self.book = run_dir / BOOK if run_dir else None
         self.model, provider = lib().get_llm_provider(settings.name)[:2]  # the name on the wire
-        self.wire = _Anthropic() if provider == "anthropic" else _OpenAI()
+        self.wire = AnthropicWire() if provider == "anthropic" else OpenAIWire()
         self.pricing = Pricing(settings)
         self._pending: dict[str, tuple[dict[str, Any], asyncio.Future[dict[str, Any]]]] = {}
         self._timer: asyncio.TimerHandle | None = None
         self._sending: set[asyncio.Task[None]] = set()
-        self._journaled = self._read_book()  # request id -> id of the batch it went in (a killed run's)
+        # Which server the batches live on, as a digest (an api_base may hold credentials).
+        server = cache_key({"api_base": settings.api_base})[:16]
+        self.book = Book(run_dir / BOOK if run_dir else None, settings.name, server)
+        self._journaled = self.book.read()  # request id -> id of the batch it went in (a killed run's)
         self._collecting: dict[str, asyncio.Task[dict[str, dict[str, Any]]]] = {}
 
     async def complete(self, messages: list[Message], **params: Any) -> Any:
@@ -303,7 +161,7 @@ class Batcher:
     async def _send(self, batch: dict[str, tuple[dict[str, Any], asyncio.Future[dict[str, Any]]]]) -> None:
         try:
             batch_id = await self.wire.create(self, {rid: body for rid, (body, _) in batch.items()})
-            self._write_book(batch_id, list(batch))
+            self.book.write(batch_id, list(batch))
             print(f"batch {batch_id} ({self.settings.name}): submitted {len(batch)}", file=sys.stderr)
             self.stats.batched += len(batch)
             self.stats.calls += len(batch)
@@ -421,29 +279,3 @@ class Batcher:
         self.stats.batch_cost += cost
         self.stats.unbatched_cost += full
         return response
-
-    def _server(self) -> str:
-        """Which server the batches live on, as a digest (an api_base may hold credentials)."""
-        return cache_key({"api_base": self.settings.api_base})[:16]
-
-    def _read_book(self) -> dict[str, str]:
-        if self.book is None or not self.book.is_file():
-            return {}
-        journaled: dict[str, str] = {}
-        for line in self.book.read_text(encoding="utf-8").splitlines():
-            try:
-                entry = json.loads(line)
-            except ValueError:  # a line torn by the kill: that batch is paid for again, nothing lost
-                continue
-            if entry.get("model") == self.settings.name and entry.get("server") == self._server():
-                journaled.update(dict.fromkeys(entry["requests"], entry["batch"]))
-        return journaled
-
-    def _write_book(self, batch_id: str, requests: list[str]) -> None:
-        if self.book is None:
-            return
-        entry = {"batch": batch_id, "model": self.settings.name, "server": self._server()}
-        with self.book.open("a", encoding="utf-8") as f:
-            f.write(json.dumps({**entry, "created": time.time(), "requests": requests}) + "\n")
-            f.flush()
-            os.fsync(f.fileno())

@@ -340,7 +340,7 @@ def test_a_message_batch_still_pending_long_after_it_was_due_counts_as_expired(s
 def test_litellm_still_cannot_create_anthropic_batches(server: FakeLLMServer) -> None:
     """Why evalframe.batch creates Anthropic's Message Batches by hand (its one call not through LiteLLM):
     LiteLLM 1.106 retrieves them and reads their results, but has no way to create one
-    (BerriAI/litellm#17265). When this fails, LiteLLM has one: use it in evalframe.models.batch._Anthropic."""
+    (BerriAI/litellm#17265). When this fails, LiteLLM has one: use it in batch_wires.AnthropicWire."""
     import litellm
 
     with pytest.raises(litellm.BadRequestError, match="doesn't support custom_llm_provider=anthropic"):
