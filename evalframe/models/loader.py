@@ -11,6 +11,8 @@ import os
 import threading
 from typing import Any
 
+from evalframe.models import imports
+
 # litellm fetches data files from GitHub unless told to use its bundled copies: offline that hangs
 # or warns (the price map at import, Anthropic's beta headers per call), and a run must not depend on it.
 for _flag in ("LITELLM_LOCAL_MODEL_COST_MAP", "LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS"):
@@ -36,7 +38,7 @@ def preload() -> None:
 
 def _load(collecting: bool) -> Any:
     global _litellm
-    with _importing:
+    with _importing, imports.LOCK:
         if _litellm is not None:
             return _litellm
         # Importing litellm creates millions of objects: the cyclic GC would make hundreds of passes

@@ -13,6 +13,8 @@ import threading
 from functools import cache
 from typing import Any
 
+from evalframe.models import imports
+
 PROVIDER = "local"
 _BUNDLED = {"all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"}
 _lock = threading.Lock()
@@ -24,12 +26,13 @@ def _model(name: str) -> Any:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     try:
-        from sentence_transformers import SentenceTransformer
+        with imports.LOCK:  # torch: not beside a background import (evalframe.models.imports)
+            from sentence_transformers import SentenceTransformer
+            from transformers.utils import logging as transformers_logging
     except ImportError:
         raise RuntimeError(
             "local embeddings need the 'local' extra: pip install 'evalframe[local]'"
         ) from None
-    from transformers.utils import logging as transformers_logging
 
     transformers_logging.disable_progress_bar()  # a per-load progress bar is noise in a run's output
     path: Any = name

@@ -14,13 +14,13 @@ import base64
 import io
 import json
 import re
-import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from html import escape
 from pathlib import Path
 from typing import Any
 
+from evalframe.models import imports
 from evalframe.results.nouns import SHOWN_UNSCORED, ItemResult
 from evalframe.results.run import RunResult
 from evalframe.results.summary import AGREEMENT, COLUMNS, Summary, fmt
@@ -79,14 +79,15 @@ class Report:
 def preload() -> None:
     """Import matplotlib on a background thread while a run waits for its models, so that writing
     the report at the end does not wait the ~0.5 s of the import."""
-    threading.Thread(target=pyplot, name="import-matplotlib", daemon=True).start()
+    imports.in_background("matplotlib", pyplot)
 
 
 def pyplot() -> Any:
-    import matplotlib
+    with imports.LOCK:  # not beside a background import (evalframe.models.imports)
+        import matplotlib
 
-    matplotlib.use("Agg")  # no display: a CI machine or a server has none
-    import matplotlib.pyplot as plt
+        matplotlib.use("Agg")  # no display: a CI machine or a server has none
+        import matplotlib.pyplot as plt
 
     return plt
 

@@ -11,9 +11,7 @@ on constant scores, where the percentile interval is simply [c, c]. Fewer than t
 
 from __future__ import annotations
 
-import importlib
 import math
-import threading
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -21,6 +19,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from evalframe.models import imports
 from evalframe.results.run import RunResult
 
 CONFIDENCE = 0.95
@@ -49,8 +48,7 @@ def _scored(values: Sequence[float]) -> np.ndarray[Any, Any]:
 def preload() -> None:
     """Import scipy.stats on a background thread while a run waits for its models: the intervals at the
     end would otherwise wait for the import (about 0.5 s, most of the time from the last item to exit)."""
-    scipy = threading.Thread(target=importlib.import_module, args=("scipy.stats",), daemon=True)
-    scipy.start()
+    imports.in_background("scipy.stats")
 
 
 def bootstrap(
@@ -62,7 +60,8 @@ def bootstrap(
     """Intervals of a statistic of paired samples (one value per item in each), resampling items.
     `statistic(*samples)` returns one number or a vector of them; one interval per number, from the
     resamples where it is defined. Fewer than two items: [NONE]."""
-    from scipy import stats
+    with imports.LOCK:  # not beside a background import (evalframe.models.imports)
+        from scipy import stats
 
     arrays = [np.asarray(s, dtype=float) for s in samples]
     if len(arrays[0]) < 2:
