@@ -12,9 +12,10 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -28,6 +29,7 @@ from tests.scripted import ScriptedModel
 from tests.testserver import FakeLLMServer
 
 Judge = FakeLLMServer | ScriptedModel  # what a test's judge is: over HTTP, or in process
+T = TypeVar("T")
 
 # Variables that would let a test reach a real provider or a real tracking server.
 _LEAKY = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "MLFLOW_TRACKING_URI", "OPENAI_BASE_URL")
@@ -281,3 +283,24 @@ def sweep_runs(uri: str, experiment: str = "evalframe") -> tuple[Any, list[Any]]
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
     assert len(runs) == len(children) + 1
     return parent, children
+
+
+def within(seconds: float, run: Callable[[], T]) -> T:
+    """`run()` in a thread of its own, failing the test when it has not returned after `seconds`: a run
+    that hangs is a failed test, not a stuck suite (the thread is left behind, a daemon)."""
+    outcome: list[Any] = []
+
+    def target() -> None:
+        try:
+            outcome.append(("value", run()))
+        except BaseException as e:
+            outcome.append(("error", e))
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert outcome, f"still running after {seconds} s"
+    kind, value = outcome[0]
+    if kind == "error":
+        raise value
+    return value

@@ -12,10 +12,10 @@ import email.utils
 import itertools
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 from omegaconf import OmegaConf
@@ -31,12 +31,10 @@ from evalframe.results.summary import Summary
 from evalframe.run import pipeline
 from evalframe.scorers.answer_similarity import SemanticUnits
 from evalframe.sweep.callback import parallel_jobs
-from tests.conftest import compose, fake_model, run_process
+from tests.conftest import compose, fake_model, run_process, within
 from tests.fake_judge import judge
 from tests.scripted import NAME, ScriptedModel
 from tests.testserver import FakeLLMServer, FakeRequest, Fault, RateLimit
-
-T = TypeVar("T")
 
 
 def door(server: FakeLLMServer, concurrency: int = 4, **settings: Any) -> LLM:
@@ -301,27 +299,6 @@ def test_a_request_stops_waiting_out_429s_at_its_deadline(scripted: ScriptedMode
     [step] = extract(scripted_door(timeout=1, max_retries=0), 1)
     assert not step.ok and step.error is not None and step.error.startswith("RateLimitError")
     assert step.attempts >= 2
-
-
-def within(seconds: float, run: Callable[[], T]) -> T:
-    """`run()` in a thread of its own, failing the test when it has not returned after `seconds`: a run
-    that hangs is a failed test, not a stuck suite (the thread is left behind, a daemon)."""
-    outcome: list[Any] = []
-
-    def target() -> None:
-        try:
-            outcome.append(("value", run()))
-        except BaseException as e:
-            outcome.append(("error", e))
-
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    thread.join(seconds)
-    assert outcome, f"still running after {seconds} s"
-    kind, value = outcome[0]
-    if kind == "error":
-        raise value
-    return value
 
 
 # Waits a judge answering 429 for ever asks for (issue 27): absurd, infinite, in milliseconds, a far

@@ -20,7 +20,7 @@ from evalframe.data.rows import Row
 from evalframe.errors import ConfigError, PromptError
 from evalframe.targets import HTTPTarget, PythonTarget
 from evalframe.targets.http import extract
-from tests.conftest import compose, run_cli, run_process
+from tests.conftest import compose, run_cli, run_process, within
 
 ROWS = [
     {"id": "fr", "input": "What is the capital of France?", "ground_truth": "Paris", "lang": "fr"},
@@ -184,6 +184,20 @@ def test_a_429_cools_the_service_down_without_using_the_retries(
     assert all(at - refused >= wait for at in later)
     assert sorted(i.target_step.attempts for i in result.result.items if i.target_step) == [1, 1, 2]
     assert result.result.stats.rate_limited == 1 and result.result.stats.limits["target"].waited > 0
+
+
+def test_a_service_asking_to_wait_31_years_costs_each_row_its_deadline(
+    tmp_path: Path, service: Service
+) -> None:
+    """The judge's rule for the service too (issue 27): its cool-down lasts no longer than a request's
+    deadline, timeout × (1 + max_retries) = 2 s, and each row ends unscored with the 429, not a hang."""
+    service.reply = lambda call: (429, {"error": "slow down"}, {"Retry-After": "1000000000"})
+    target = HTTPTarget(url=service.url, timeout=1, max_retries=1)
+    started = time.monotonic()
+    result = within(60, lambda: run_http(tmp_path, target, overrides=LENIENT))
+    assert time.monotonic() - started < 2 + 5  # the deadline, and the run's own work
+    assert all("HTTP 429" in error for error in result.items["exact_match/error"])
+    assert len(service.calls) <= 2 * len(ROWS)
 
 
 def test_failures_leave_the_item_unscored_with_a_reason(tmp_path: Path, service: Service) -> None:
