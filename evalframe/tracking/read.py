@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from evalframe.errors import ConfigError, TrackingError
-from evalframe.tracking.store import store_uri, unavailable
+from evalframe.tracking.store import sqlite_path, store_uri, unavailable
 
 RESULTS_ARTIFACT = "results.jsonl"  # every item with every step result, as the run's journal wrote it
 
@@ -28,11 +28,11 @@ class LoggedRun:
 
 def _existing(uri: str) -> None:
     """A ConfigError when `uri` is an SQLite database that is not there: MLflow would create it."""
-    database = uri.removeprefix("sqlite:///") if uri.startswith("sqlite:///") else None
-    if database is not None and not Path(database).is_file():
-        here = "" if Path(database).is_absolute() else ", or run from the directory your runs were made in"
+    database = sqlite_path(uri)
+    if database is not None and not database.is_file():
+        here = "" if database.is_absolute() else ", or run from the directory your runs were made in"
         raise ConfigError(
-            f"no MLflow database at {Path(database).resolve()}: check tracking.uri ({uri}){here}; no runs "
+            f"no MLflow database at {database.resolve()}: check tracking.uri ({uri}){here}; no runs "
             "yet? run an evaluation first (`evalframe` makes the database)"
         )
 

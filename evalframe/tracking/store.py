@@ -23,13 +23,20 @@ LOG_ELSEWHERE = "set tracking.uri=sqlite:///PATH/mlflow.db to a directory you ca
 HOST_TAG, PID_TAG = "evalframe.host", "evalframe.pid"
 
 
+def sqlite_path(uri: str) -> Path | None:
+    """The database file of an `sqlite:///` URI (its query left out), as written; None for other stores."""
+    return Path(uri.removeprefix("sqlite:///").split("?", 1)[0]) if uri.startswith("sqlite:///") else None
+
+
 def store_uri(uri: str) -> str:
     """`uri` with a relative SQLite path made absolute: MLflow keeps one store per URI string for the
     life of the process, so `sqlite:///mlflow.db` would go on writing to the database of the first
     working directory it was used in (the Python API and tests change directory between runs)."""
-    if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
-        return f"sqlite:///{Path(uri.removeprefix('sqlite:///')).resolve()}"
-    return uri
+    path = sqlite_path(uri)
+    if path is None or path.is_absolute():
+        return uri
+    query = uri.partition("?")[1] + uri.partition("?")[2]
+    return f"sqlite:///{path.resolve()}{query}"
 
 
 def display_uri(uri: str) -> str:
@@ -89,9 +96,10 @@ def unavailable(uri: str, hint: str = LOG_ELSEWHERE) -> str | None:
         except requests.RequestException as e:
             return f"cannot reach the tracking server at {display_uri(uri)} ({type(e).__name__})"
         return None
-    if not uri.startswith("sqlite:///"):
+    database = sqlite_path(uri)
+    if database is None:
         return None
-    path = Path(uri.removeprefix("sqlite:///").split("?", 1)[0]).absolute()
+    path = database.absolute()
     if not path.exists():
         if not path.parent.is_dir():
             return f"cannot create the MLflow database {path}: {path.parent} is not a directory; {hint}"
