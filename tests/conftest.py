@@ -14,6 +14,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -132,11 +133,32 @@ def silent_server() -> Iterator[str]:
 NOBODY = 65534
 
 
+@dataclass
+class Unprivileged:
+    """A directory of the user `run` runs `python -m evalframe` as, from that directory."""
+
+    work: Path
+    prefix: list[str]
+
+    def run(self, args: list[str], **env: str) -> subprocess.CompletedProcess[str]:
+        full_env = {k: v for k, v in os.environ.items() if k not in _LEAKY}
+        full_env.update(HOME=str(self.work), EVALFRAME_CACHE_DIR=str(self.work / "cache"), **env)
+        return subprocess.run(
+            [*self.prefix, sys.executable, "-m", "evalframe", *args],
+            cwd=self.work,
+            env=full_env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+
+
 @pytest.fixture
-def unprivileged() -> Iterator[tuple[Path, list[str]]]:
-    """A directory of the user a subprocess runs as, and the command prefix that runs it as that user:
-    as root, nobody through setpriv (root writes through any chmod, so a read-only file is tested as
-    nobody); otherwise the user itself. Not under root's private pytest directory; removed after."""
+def unprivileged() -> Iterator[Unprivileged]:
+    """As root, nobody through setpriv (root writes through any chmod, so a read-only file is tested as
+    nobody); otherwise the user itself. Its directory is not under root's private pytest directory and
+    is removed after."""
     prefix: list[str] = []
     setpriv = shutil.which("setpriv")
     if os.geteuid() == 0 and setpriv is None:
@@ -146,7 +168,7 @@ def unprivileged() -> Iterator[tuple[Path, list[str]]]:
         if os.geteuid() == 0:
             os.chown(work, NOBODY, NOBODY)
             prefix = [str(setpriv), f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
-        yield work, prefix
+        yield Unprivileged(work, prefix)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -19,7 +19,7 @@ from evalframe import evaluate
 from evalframe.cli import compare
 from evalframe.results.nouns import Objective
 from evalframe.tracking import sweeps
-from tests.conftest import _LEAKY
+from tests.conftest import Unprivileged
 
 TRUTH = "alpha beta gamma delta"
 
@@ -195,28 +195,18 @@ def test_a_tracking_server_that_never_answers_is_exit_3_within_seconds(
 
 @pytest.mark.slow
 def test_a_store_that_cannot_be_written_is_exit_3_in_one_line(
-    tmp_path: Path, runs: dict[str, str], unprivileged: tuple[Path, list[str]]
+    tmp_path: Path, runs: dict[str, str], unprivileged: Unprivileged
 ) -> None:
     """`compare` as a user who cannot write the store (as root: as nobody). Before: exit code 3 only
     after the table and compare.html, with some 90 lines of SQLAlchemy errors and a traceback."""
-    work, prefix = unprivileged
+    work = unprivileged.work
     db = work / "store" / "mlflow.db"
     db.parent.mkdir()
     shutil.copy(tmp_path / "mlflow.db", db)
     db.chmod(0o444)
     db.parent.chmod(0o555)
-    env = {k: v for k, v in os.environ.items() if k not in _LEAKY}
-    env.update(HOME=str(work), EVALFRAME_CACHE_DIR=str(work / "cache"))
     args = [f"baseline={runs['weak']}", f"candidate={runs['better']}", f"tracking.uri=sqlite:///{db}"]
-    done = subprocess.run(
-        [*prefix, sys.executable, "-m", "evalframe", "compare", *args],
-        cwd=work,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    done = unprivileged.run(["compare", *args])
     assert (done.returncode, done.stdout) == (3, "")
     [line] = done.stderr.splitlines()
     assert line.startswith(f"error: cannot write the MLflow database {db} (")

@@ -5,9 +5,6 @@ and the exit code is 3."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,7 +12,7 @@ import pytest
 from evalframe.errors import EXIT_TRACKING
 from evalframe.run import pipeline
 from evalframe.tracking.store import unavailable
-from tests.conftest import _LEAKY, compose, fake_model
+from tests.conftest import Unprivileged, compose, fake_model
 from tests.scripted import ScriptedModel
 from tests.testserver import FakeLLMServer
 
@@ -68,16 +65,14 @@ def test_a_writable_store_passes_the_check_untouched(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_an_mlflow_database_in_a_read_only_directory_fails_in_seconds_in_one_line(
-    judge_server: FakeLLMServer, unprivileged: tuple[Path, list[str]]
+    judge_server: FakeLLMServer, unprivileged: Unprivileged
 ) -> None:
     """`python -m evalframe` as a user who cannot write the database's directory (as root, the command
     runs as nobody: root writes through any chmod). MLflow alone retried for 111 s, then printed a
     38-line SQLAlchemy traceback."""
-    work, prefix = unprivileged
+    work = unprivileged.work
     (work / "store").mkdir()
     (work / "store").chmod(0o555)
-    env = {k: v for k, v in os.environ.items() if k not in _LEAKY}
-    env.update(OPENAI_API_KEY="sk-test", HOME=str(work), EVALFRAME_CACHE_DIR=str(work / "cache"))
     db = work / "store" / "mlflow.db"
     args = [
         "scorer=answer_similarity",
@@ -85,15 +80,7 @@ def test_an_mlflow_database_in_a_read_only_directory_fails_in_seconds_in_one_lin
         "dataset.limit=3",
         f"tracking.uri=sqlite:///{db}",
     ]
-    result = subprocess.run(
-        [*prefix, sys.executable, "-m", "evalframe", *args],
-        cwd=work,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    result = unprivileged.run(args, OPENAI_API_KEY="sk-test")
     assert result.returncode == EXIT_TRACKING, result.stderr
     line = one_clear_line(result.stderr)
     assert f"cannot create the MLflow database {db}: {db.parent} is read-only" in line
