@@ -39,6 +39,10 @@ class Row:
     tool_calls: list[ToolCall] | None = None  # the calls the application made, in order
     expected_tool_calls: list[ToolCall] | None = None
     available_tools: list[str] | None = None  # the names of the tools it was offered
+    # A row read from an MLflow trace (dataset.format=mlflow_traces; a live target's own trace): where
+    # its verdicts are written back. None for file rows.
+    trace_id: str | None = None
+    retriever_span_id: str | None = None  # the RETRIEVER span its contexts came from: per-chunk verdicts
 
 
 def _records(path: Path, fmt: str) -> Iterator[tuple[int, dict[str, Any]]]:

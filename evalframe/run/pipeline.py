@@ -26,7 +26,7 @@ from evalframe.results import agreement, gate, intervals, objective as objective
 from evalframe.results.journal import Journal
 from evalframe.results.nouns import RAW_REPLY_LIMIT, ItemResult, Objective, ScoreResult
 from evalframe.results.run import RunResult
-from evalframe.run import flow, tracked
+from evalframe.run import flow, sources, tracked
 from evalframe.scorers.base import Scorer, bound_work
 from evalframe.targets.base import Target
 from evalframe.tracking import sweeps
@@ -94,7 +94,7 @@ def plan(config: dict[str, Any], given: Given | None = None) -> Plan:
     if given.rows is not None:
         rows = data.Rows.of(given.rows, given.source)
     else:
-        rows = data.Rows.from_config(config["dataset"])
+        rows = sources.rows(config["dataset"])
     needs = [(name, need) for name, scorer in scorers.items() for need in scorer.required()]
     columns = data.column_names(config.get("dataset") or {})
 

@@ -1,0 +1,15 @@
+"""Where a run's rows come from, by `dataset.format`: a JSONL or CSV file (evalframe.data.rows). Readers
+of other sources (MLflow traces, an earlier run's results) live in the package that owns the source and
+are chosen here, the one place that knows them all."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from evalframe.data import rows as data
+
+
+def rows(cfg: Mapping[str, Any]) -> data.Rows:
+    """The rows of the `dataset` config group, as a stream."""
+    return data.Rows.from_config(cfg)
