@@ -5,6 +5,7 @@ subprocess) and config composition."""
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import functools
 import os
 import shutil
@@ -16,7 +17,7 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 
@@ -28,6 +29,9 @@ from tests import scripted as scripted_model
 from tests.fake_judge import judge
 from tests.scripted import ScriptedModel
 from tests.testserver import FakeLLMServer
+
+if TYPE_CHECKING:  # imports mlflow: only the tests that use traced_store pay for it
+    from tests.traced_app import Seeded
 
 Judge = FakeLLMServer | ScriptedModel  # what a test's judge is: over HTTP, or in process
 T = TypeVar("T")
@@ -116,6 +120,30 @@ def _fresh_stores_from_the_template(monkeypatch: pytest.MonkeyPatch) -> None:
             template.close()
 
     monkeypatch.setattr(db, "_initialize_tables", initialize)
+
+
+@pytest.fixture(scope="session")
+def _traced(tmp_path_factory: pytest.TempPathFactory) -> Seeded:
+    from tests import traced_app
+
+    folder = tmp_path_factory.mktemp("traced")
+    return traced_app.seed(f"sqlite:///{folder / 'mlflow.db'}", artifacts=str(folder / "artifacts"))
+
+
+@pytest.fixture
+def traced_store(_traced: Seeded, tmp_path: Path) -> Seeded:
+    """An MLflow store holding the traces of a traced RAG app (tests/traced_app.py says what they are):
+    seeded once per test process, copied for each test (SQLite's backup API) to tmp_path/traces.db."""
+    import sqlite3
+
+    path = tmp_path / "traces.db"
+    seeded, copy = sqlite3.connect(_traced.uri.removeprefix("sqlite:///")), sqlite3.connect(path)
+    try:
+        seeded.backup(copy)
+    finally:
+        seeded.close()
+        copy.close()
+    return dataclasses.replace(_traced, uri=f"sqlite:///{path}")
 
 
 @pytest.fixture

@@ -94,7 +94,7 @@ def plan(config: dict[str, Any], given: Given | None = None) -> Plan:
     if given.rows is not None:
         rows = data.Rows.of(given.rows, given.source)
     else:
-        rows = sources.rows(config["dataset"])
+        rows = sources.rows(config["dataset"], config.get("tracking"))
     needs = [(name, need) for name, scorer in scorers.items() for need in scorer.required()]
     columns = data.column_names(config.get("dataset") or {})
 

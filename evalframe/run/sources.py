@@ -8,8 +8,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from evalframe.data import rows as data
+from evalframe.tracking import trace_reader
 
 
-def rows(cfg: Mapping[str, Any]) -> data.Rows:
-    """The rows of the `dataset` config group, as a stream."""
+def rows(cfg: Mapping[str, Any], tracking: Mapping[str, Any] | None = None) -> data.Rows:
+    """The rows of the `dataset` config group, as a stream; `tracking` (the run's) says where the run's
+    own MLflow store is, which a trace dataset reads by default."""
+    if cfg.get("format") == "mlflow_traces":
+        return trace_reader.rows(cfg, tracking)
     return data.Rows.from_config(cfg)

@@ -1,0 +1,101 @@
+"""dataset=mlflow_traces: the traces of an MLflow experiment read as rows. The store is asked for one
+page of traces at a time, oldest first, so memory holds a page, never the experiment; every read asks
+again (the pipeline reads its rows twice: to validate them, then to score them) with the time window
+pinned when the rows were made, so both reads give the same traces."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from evalframe.data import rows as data, traces
+from evalframe.data.trace_query import Query
+from evalframe.errors import ConfigError, TrackingError
+from evalframe.tracking import read
+from evalframe.tracking.store import display_uri, sqlite_path, store_uri, unavailable
+from evalframe.tracking.trace_records import record
+
+# Oldest first; traces of the same millisecond in the order of their ids, so pages never overlap.
+ORDER = ["timestamp_ms ASC", "request_id ASC"]
+# The run's store when tracking is off (tracking=none): where tracking=mlflow would log it.
+DEFAULT_STORE = "sqlite:///mlflow.db"
+SHOWN = 20  # experiments named in the error for one that is not there
+
+
+def rows(cfg: Mapping[str, Any], tracking: Mapping[str, Any] | None = None) -> data.Rows:
+    """The traces the `dataset` config selects, as a stream of rows. The store and the experiment are
+    checked here, at once; the traces are read when the rows are."""
+    query = Query.of(cfg, time.time())
+    traces.selectors(cfg)  # a typo in dataset.columns stops the run before the store is asked
+    uri = store_uri(query.tracking_uri or run_store(tracking or {}))
+    if sqlite_path(uri) is None:  # a server that never answers would hold MLflow's client for minutes
+        problem = unavailable(uri)
+        if problem:
+            raise TrackingError(f"{problem}; check dataset.tracking_uri (or tracking.uri)")
+    client = read._client(uri)  # never one that creates an empty store on the way
+    experiment_id, name = _experiment(client, query.experiment, uri)
+    source = f"MLflow experiment {name!r}"
+
+    def traces_read() -> Iterator[data.Row]:
+        return traces.rows(_records(client, experiment_id, query, uri), cfg, source)
+
+    return data.Rows(traces_read, source)
+
+
+def run_store(tracking: Mapping[str, Any]) -> str:
+    """The store the run logs to (tracking.uri), else where it would: $MLFLOW_TRACKING_URI or ./mlflow.db."""
+    return str(tracking.get("uri") or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_STORE)
+
+
+def _experiment(client: Any, wanted: str | None, uri: str) -> tuple[str, str]:
+    """(id, name) of the experiment named or numbered `wanted`; a ConfigError lists the store's."""
+    from mlflow.exceptions import MlflowException
+
+    found = None
+    if wanted is not None:
+        found = client.get_experiment_by_name(wanted)
+        if found is None and wanted.isdigit():
+            try:
+                found = client.get_experiment(wanted)
+            except MlflowException:
+                found = None
+    if found is not None and found.lifecycle_stage == "active":
+        return str(found.experiment_id), str(found.name)
+    names = [e.name for e in client.search_experiments(max_results=SHOWN + 1)]
+    listed = ", ".join(repr(n) for n in names[:SHOWN]) + (", ..." if len(names) > SHOWN else "")
+    problem = (
+        "dataset.experiment is not set" if wanted is None else f"dataset.experiment={wanted!r} is not there"
+    )
+    raise ConfigError(
+        f"{problem}: name the experiment whose traces to read (its name or id). The MLflow store at "
+        f"{display_uri(uri)} has {listed or 'no experiment'}"
+    )
+
+
+def _records(client: Any, experiment_id: str, query: Query, uri: str) -> Iterator[dict[str, Any]]:
+    """Every trace the query selects, as records, one page of `query.page_size` in memory at a time."""
+    from mlflow.exceptions import MlflowException
+
+    wanted = query.filter_string()
+    token = None
+    while True:
+        try:
+            page = client.search_traces(
+                locations=[experiment_id],
+                filter_string=wanted,
+                max_results=query.page_size,
+                order_by=ORDER,
+                page_token=token,
+            )
+        except MlflowException as e:
+            raise ConfigError(
+                f"the MLflow store at {display_uri(uri)} refused the trace search {wanted!r} "
+                f"({e.message}); check dataset.filter and dataset.tags"
+            ) from None
+        for trace in page:
+            yield record(trace)
+        token = page.token
+        if not token:
+            return

@@ -1,0 +1,209 @@
+"""A traced RAG application and the MLflow store it fills: the traces the trace-reading tests read.
+
+`answer(question)` is a help desk's RAG function instrumented with MLflow tracing as a user would
+write it: `@mlflow.trace` on the function, a RETRIEVER span returning mlflow Documents (ids in their
+metadata, ranked), TOOL spans for the questions that need a tool, tags and a session id set with
+`mlflow.update_current_trace`, and an exception (an ERROR trace) for the questions it cannot take.
+
+`seed(uri, experiment)` asks it every question of QUESTIONS, in order, into the store at `uri`, then
+adds what people give: expectations and HUMAN feedback. What it seeds (`Seeded` holds the ids):
+
+- 36 traces, one millisecond apart, so read oldest first they come in QUESTIONS' order: 30 OK and
+  6 ERROR (questions 5, 11, 17, 23, 29 and 35 raise ValueError after retrieving: an ERROR trace whose
+  root span has no outputs);
+- tags: env=prod on even-numbered questions, env=staging on odd ones (18 each); team=billing on the 6
+  questions about money, team=travel on the other 30; sessions session-0 .. session-11, three
+  consecutive questions each;
+- one RETRIEVER span each: the 3 documents of DOCUMENTS sharing most words with the question, best
+  first, as mlflow Documents with metadata doc_uri `kb://N` and chunk_id `cN` (and id `dN`);
+- TOOL spans: the 6 money questions call `convert_currency(amount=30, currency="USD")`, the 3 about
+  night trains from Paris call `weather(city="Paris")`; the other 27 call no tool (all 9 are OK traces);
+- expectations on the first 20 OK traces: `expected_response` (the best document's text) and
+  `expected_tool_calls` (the calls made: [] for most);
+- a HUMAN feedback `helpfulness` (n/9 for the n-th) on the first 10 OK traces, and on the first one
+  also an LLM_JUDGE feedback of the same name (0.123), which `feedback:helpfulness` must not take.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
+
+import mlflow
+from mlflow.entities import AssessmentSource, AssessmentSourceType, Document
+
+EXPERIMENT = "rag-app"
+DOCUMENTS = [
+    "Refunds for cancelled trains are paid within 14 days to the original card.",
+    "Bikes travel free on regional trains outside the morning rush hour.",
+    "A railcard gives one third off most fares for a year and costs 30 euros.",
+    "Seat reservations open 90 days before departure and cost 4 euros.",
+    "Lost property is kept at the arrival station for 30 days.",
+    "Dogs travel free if they are on a lead or in a basket.",
+    "Night trains to Vienna leave Paris at 19:00 every day.",
+    "Tickets bought online can be exchanged until the departure time for a fee of 5 euros.",
+    "Children under 4 travel free without a seat of their own.",
+    "The Paris to Lyon high-speed train takes two hours.",
+    "Fares are shown in euros; card payments in other currencies are converted by your bank.",
+    "Wheelchair assistance can be booked up to 24 hours before travel.",
+]
+CITIES = ("Paris", "Vienna", "Lyon", "Berlin")
+_SUBJECTS = [
+    "refunds for cancelled trains",
+    "bikes on regional trains",
+    "the price of a railcard in dollars",
+    "seat reservations",
+    "lost property",
+    "dogs on trains",
+    "night trains from Paris",
+    "exchanging tickets bought online",
+    "children travelling free",
+    "the train from Paris to Lyon",
+    "paying fares in pounds",
+    "wheelchair assistance",
+]
+# 36 questions: three rounds over the subjects, each round asked differently.
+QUESTIONS = [
+    template.format(subject)
+    for template in ("What do you say about {}?", "Tell me about {}.", "I have a question on {}.")
+    for subject in _SUBJECTS
+]
+MONEY = ("dollars", "pounds", "price")
+
+
+@dataclass
+class Seeded:
+    """The traces `seed` made, by what the tests ask of them (trace ids, oldest first)."""
+
+    uri: str
+    experiment: str
+    experiment_id: str = ""
+    ids: list[str] = field(default_factory=list)  # every trace, in the order asked
+    ok: list[str] = field(default_factory=list)
+    error: list[str] = field(default_factory=list)
+    tags: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # tag -> value -> ids
+    expected: list[str] = field(default_factory=list)  # with expected_response and expected_tool_calls
+    rated: list[str] = field(default_factory=list)  # with a HUMAN helpfulness feedback
+    documents: dict[str, list[Document]] = field(default_factory=dict)  # retrieved, in rank order
+    tool_calls: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # made, in order
+    questions: dict[str, str] = field(default_factory=dict)
+
+
+_COMMON = {"what", "about", "tell", "question", "have", "with", "from", "train", "trains", "they", "your"}
+
+
+def _words(text: str) -> set[str]:
+    return {w.rstrip("s") for w in re.findall(r"[a-z0-9]+", text.lower()) if len(w) > 3 and w not in _COMMON}
+
+
+def documents_for(query: str, k: int = 3) -> list[Document]:
+    """The k documents sharing most words with the query, best first (ties: document order)."""
+    ranked = sorted(range(len(DOCUMENTS)), key=lambda i: (-len(_words(query) & _words(DOCUMENTS[i])), i))
+    return [
+        Document(
+            page_content=DOCUMENTS[i], metadata={"doc_uri": f"kb://{i}", "chunk_id": f"c{i}"}, id=f"d{i}"
+        )
+        for i in ranked[:k]
+    ]
+
+
+@mlflow.trace(span_type="RETRIEVER")
+def retrieve(query: str) -> list[Document]:
+    return documents_for(query)
+
+
+@mlflow.trace(span_type="TOOL")
+def weather(city: str) -> str:
+    return f"Sunny in {city}"
+
+
+@mlflow.trace(span_type="TOOL")
+def convert_currency(amount: float, currency: str) -> float:
+    return round(amount * 1.1, 2)
+
+
+def calls_for(question: str) -> list[dict[str, Any]]:
+    """The tool calls the app makes (and should make) for a question."""
+    city = next((c for c in CITIES if c in question), None)
+    if any(m in question for m in MONEY):
+        return [{"name": "convert_currency", "arguments": {"amount": 30, "currency": "USD"}}]
+    if city and "night" in question:
+        return [{"name": "weather", "arguments": {"city": city}}]
+    return []
+
+
+@mlflow.trace
+def answer(question: str) -> str:
+    """The help desk: retrieve, call a tool when the question needs one, answer from the best document."""
+    number = QUESTIONS.index(question) if question in QUESTIONS else 0
+    docs = retrieve(question)
+    for call in calls_for(question):
+        (weather if call["name"] == "weather" else convert_currency)(**call["arguments"])
+    mlflow.update_current_trace(
+        tags={
+            "env": "prod" if number % 2 == 0 else "staging",
+            "team": "billing" if any(m in question for m in MONEY) else "travel",
+        },
+        session_id=f"session-{number // 3}",
+    )
+    if number % 6 == 5:
+        raise ValueError("the help desk is closed for this question")
+    return docs[0].page_content
+
+
+def seed(uri: str, experiment: str = EXPERIMENT, artifacts: str | None = None) -> Seeded:
+    """Ask every question into the store at `uri` (experiment `experiment`, its artifacts in the
+    folder `artifacts`, else MLflow's default), then add the expectations and feedback; MLflow's
+    fluent API is pointed there for the call only."""
+    exported = os.environ.get("MLFLOW_TRACKING_URI")
+    mlflow.set_tracking_uri(uri)
+    try:
+        client = mlflow.MlflowClient(uri)
+        found = client.get_experiment_by_name(experiment)
+        experiment_id = found.experiment_id if found else client.create_experiment(experiment, artifacts)
+        mlflow.set_experiment(experiment_id=experiment_id)
+        seeded = Seeded(uri, experiment, experiment_id)
+        for number, question in enumerate(QUESTIONS):
+            with contextlib.suppress(ValueError):  # an ERROR trace, as the app's own callers see it
+                answer(question)
+            time.sleep(0.002)  # each trace its own millisecond: read back in the order asked
+            trace_id = mlflow.get_last_active_trace_id()
+            assert trace_id is not None
+            seeded.ids.append(trace_id)
+            (seeded.error if number % 6 == 5 else seeded.ok).append(trace_id)
+            seeded.questions[trace_id] = question
+            seeded.documents[trace_id] = documents_for(question)
+            seeded.tool_calls[trace_id] = calls_for(question)
+            for tag, value in (
+                ("env", "prod" if number % 2 == 0 else "staging"),
+                ("team", "billing" if any(m in question for m in MONEY) else "travel"),
+            ):
+                seeded.tags.setdefault(tag, {}).setdefault(value, []).append(trace_id)
+        mlflow.flush_trace_async_logging()
+        _assess(seeded)
+        return seeded
+    finally:
+        mlflow.set_tracking_uri(exported)  # type: ignore[arg-type]
+
+
+def _assess(seeded: Seeded) -> None:
+    person = AssessmentSource(source_type=AssessmentSourceType.HUMAN, source_id="reviewer@example.com")
+    for trace_id in seeded.ok[:20]:
+        source_document = seeded.documents[trace_id][0].page_content
+        mlflow.log_expectation(
+            trace_id=trace_id, name="expected_response", value=source_document, source=person
+        )
+        calls = seeded.tool_calls[trace_id]
+        mlflow.log_expectation(trace_id=trace_id, name="expected_tool_calls", value=calls, source=person)
+        seeded.expected.append(trace_id)
+    for n, trace_id in enumerate(seeded.ok[:10]):
+        mlflow.log_feedback(trace_id=trace_id, name="helpfulness", value=n / 9, source=person)
+        seeded.rated.append(trace_id)
+    judge = AssessmentSource(source_type=AssessmentSourceType.LLM_JUDGE, source_id="openai:/gpt-4o")
+    mlflow.log_feedback(trace_id=seeded.ok[0], name="helpfulness", value=0.123, source=judge)
