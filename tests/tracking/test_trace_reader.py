@@ -1,0 +1,320 @@
+"""dataset=mlflow_traces on a real store: the traces of a traced RAG app (tests/traced_app.py) read back
+as rows, filtered in the store (status, tags, filter, since, until), sampled, capped, paged, read twice
+alike, and judged end to end through the command line against the scripted judge."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evalframe.data.rows import Row, ToolCall
+from evalframe.errors import ConfigError
+from evalframe.run import sources
+from evalframe.tracking import trace_reader
+from evalframe.tracking.trace_records import record
+from tests.conftest import compose, fake_model, run_cli
+from tests.scripted import ScriptedModel
+from tests.traced_app import EXPERIMENT, Seeded
+
+
+def read(store: Seeded, *overrides: str) -> list[Row]:
+    """The rows `dataset=mlflow_traces` gives on the store, read as the pipeline reads them."""
+    cfg = compose(["dataset=mlflow_traces", f"dataset.experiment={store.experiment}", *overrides])
+    return list(iter(sources.rows(cfg["dataset"], {"uri": store.uri})))
+
+
+def iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, timezone.utc).isoformat()
+
+
+def test_each_ok_trace_is_a_row_oldest_first_with_its_fields_from_the_spans(traced_store: Seeded) -> None:
+    rows = read(traced_store)
+    assert [r.id for r in rows] == traced_store.ok  # status OK by default: the 6 ERROR traces are left out
+    for n, row in enumerate(rows):
+        documents = traced_store.documents[row.id]
+        assert row.trace_id == row.id and row.input == traced_store.questions[row.id]
+        assert row.output == documents[0].page_content  # the app answers from its best document
+        assert row.contexts == [d.page_content for d in documents]  # in rank order
+        assert row.context_ids == [d.metadata["doc_uri"] for d in documents]
+        [retriever] = [s for s in row.extra["spans"] if s["span_type"] == "RETRIEVER"]
+        assert row.retriever_span_id == retriever["span_id"]
+        calls = traced_store.tool_calls[row.id]
+        assert row.tool_calls == [ToolCall(c["name"], c["arguments"]) for c in calls]
+        if n < 20:  # the first 20 OK traces carry a reviewer's expectations
+            assert row.ground_truth == documents[0].page_content
+            assert row.expected_tool_calls == row.tool_calls
+        else:
+            assert row.ground_truth is None and row.expected_tool_calls is None
+    assert sum(1 for r in rows if r.tool_calls) == 9
+
+
+def test_the_record_is_the_shared_shape(traced_store: Seeded) -> None:
+    import mlflow
+
+    trace = mlflow.MlflowClient(traced_store.uri).get_trace(traced_store.ok[0])
+    made = record(trace)
+    assert set(made) == {
+        "trace_id", "state", "request_time", "tags", "metadata", "session_id", "spans", "assessments"
+    }  # fmt: skip
+    assert (made["trace_id"], made["state"], made["session_id"]) == (traced_store.ok[0], "OK", "session-0")
+    assert made["tags"]["env"] == "prod" and isinstance(made["request_time"], int)
+    assert [s["name"] for s in made["spans"]] == ["answer", "retrieve"]  # in start order
+    root, retriever = made["spans"]
+    assert root["parent_id"] is None and retriever["parent_id"] == root["span_id"]
+    assert (
+        retriever["outputs"][0]["metadata"]["doc_uri"]
+        == traced_store.documents[made["trace_id"]][0].metadata["doc_uri"]
+    )
+    assert "mlflow.spanOutputs" not in retriever["attributes"]  # the outputs once, not twice
+    assert set(root) == {
+        "span_id",
+        "parent_id",
+        "name",
+        "span_type",
+        "start_ns",
+        "end_ns",
+        "inputs",
+        "outputs",
+        "attributes",
+    }
+    kinds = [(a["name"], a["kind"], a["source_type"], a["valid"]) for a in made["assessments"]]
+    assert kinds == [
+        ("expected_response", "expectation", "HUMAN", True),
+        ("expected_tool_calls", "expectation", "HUMAN", True),
+        ("helpfulness", "feedback", "HUMAN", True),
+        ("helpfulness", "feedback", "LLM_JUDGE", True),
+    ]
+    feedback = made["assessments"][3]
+    assert (
+        feedback["value"] == 0.123 and feedback["source_id"] == "openai:/gpt-4o" and feedback["error"] is None
+    )
+    assert set(feedback) == {
+        "assessment_id", "name", "kind", "value", "valid", "source_type", "source_id", "rationale",
+        "metadata", "span_id", "error",
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        (["dataset.status=null"], lambda s: s.ids),
+        (["dataset.status=ERROR"], lambda s: s.error),
+        (["dataset.tags={env: prod}"], lambda s: [i for i in s.ok if i in s.tags["env"]["prod"]]),
+        (
+            ["dataset.tags={env: prod, team: billing}"],
+            lambda s: [i for i in s.ok if i in s.tags["env"]["prod"] and i in s.tags["team"]["billing"]],
+        ),
+        (["+dataset.tags.team=billing", "dataset.status=null"], lambda s: s.tags["team"]["billing"]),
+        (
+            ["dataset.filter='metadata.`mlflow.trace.session` = \"session-1\"'", "dataset.status=null"],
+            lambda s: s.ids[3:6],
+        ),
+        (["dataset.filter='feedback.helpfulness IS NOT NULL'"], lambda s: s.rated),
+        (["dataset.limit=5"], lambda s: s.ok[:5]),
+        (["dataset.since=24h"], lambda s: s.ok),  # seeded moments ago
+        (["dataset.since=30d", "dataset.until=24h"], lambda s: []),
+    ],
+)
+def test_the_store_filters_and_the_reader_caps(
+    traced_store: Seeded, overrides: list[str], expected: Any
+) -> None:
+    assert [r.id for r in read(traced_store, *overrides)] == expected(traced_store)
+
+
+def test_since_and_until_cut_at_a_traces_time(traced_store: Seeded) -> None:
+    import mlflow
+
+    tenth = mlflow.MlflowClient(traced_store.uri).get_trace(traced_store.ids[10]).info.request_time
+    assert [r.id for r in read(traced_store, "dataset.status=null", f"dataset.until={iso(tenth)}")] == (
+        traced_store.ids[:10]
+    )
+    assert [r.id for r in read(traced_store, "dataset.status=null", f"dataset.since={iso(tenth)}")] == (
+        traced_store.ids[10:]
+    )
+
+
+def test_the_reader_pages_and_every_page_gives_the_same_rows(
+    traced_store: Seeded, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mlflow import MlflowClient
+
+    asked: list[int] = []
+    search = MlflowClient.search_traces
+
+    def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        page = search(self, *args, **kwargs)
+        asked.append(len(page))
+        return page
+
+    monkeypatch.setattr(MlflowClient, "search_traces", counted)
+    paged = read(traced_store, "dataset.page_size=4")
+    assert asked == [4] * 7 + [2]  # 30 traces, four at a time: never more than a page in hand
+    assert [r.id for r in paged] == traced_store.ok == [r.id for r in read(traced_store)]
+    asked.clear()
+    read(traced_store, "dataset.page_size=4", "dataset.limit=6")
+    assert asked == [4, 4]  # a limit stops asking once it is reached
+
+
+def test_a_second_read_gives_the_same_traces_while_the_app_goes_on(traced_store: Seeded) -> None:
+    import mlflow
+
+    from tests import traced_app
+
+    cfg = compose(["dataset=mlflow_traces", f"dataset.experiment={EXPERIMENT}"])["dataset"]
+    rows = sources.rows(cfg, {"uri": traced_store.uri})
+    first = [r.id for r in rows]
+    mlflow.set_tracking_uri(traced_store.uri)
+    try:
+        mlflow.set_experiment(EXPERIMENT)
+        traced_app.answer(traced_app.QUESTIONS[0])  # a new trace, after the first read
+        mlflow.flush_trace_async_logging()
+    finally:
+        mlflow.set_tracking_uri(None)  # type: ignore[arg-type]
+    assert [r.id for r in rows] == first == traced_store.ok  # the window was pinned when the rows were made
+    assert len(read(traced_store)) == len(first) + 1  # a new read sees it
+
+
+def test_samples_nest_and_a_salt_keeps_its_sample(traced_store: Seeded) -> None:
+    quarter = [
+        r.id
+        for r in read(
+            traced_store, "dataset.status=null", "dataset.sample.rate=0.25", "dataset.sample.salt=a"
+        )
+    ]
+    half = [
+        r.id
+        for r in read(traced_store, "dataset.status=null", "dataset.sample.rate=0.5", "dataset.sample.salt=a")
+    ]
+    assert set(quarter) < set(half) < set(traced_store.ids) and quarter
+    again = [
+        r.id
+        for r in read(
+            traced_store, "dataset.status=null", "dataset.sample.rate=0.25", "dataset.sample.salt=a"
+        )
+    ]
+    assert again == quarter
+    other = [
+        r.id
+        for r in read(
+            traced_store, "dataset.status=null", "dataset.sample.rate=0.25", "dataset.sample.salt=b"
+        )
+    ]
+    assert other != quarter
+
+
+def test_an_experiment_by_id_and_a_human_score_from_a_persons_feedback(traced_store: Seeded) -> None:
+    rows = read(
+        traced_store, f"dataset.experiment={traced_store.experiment_id}", "dataset.human_score=helpfulness"
+    )
+    assert [r.id for r in rows] == traced_store.ok
+    # n/9 for the n-th rated trace: a judge's feedback of the same name on the first is not a person's
+    assert [r.human for r in rows[:10]] == pytest.approx([n / 9 for n in range(10)])
+    assert all(r.human is None for r in rows[10:])
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ([], r"dataset.experiment is not set: name the experiment whose traces to read \(its name or id\). "
+             r"The MLflow store at sqlite:///\S+ has '(Default|rag-app)', '(Default|rag-app)'"),
+        (["dataset.experiment=rag-ap"], r"dataset.experiment='rag-ap' is not there: .* has '"),
+        (["dataset.experiment=999"], r"dataset.experiment='999' is not there"),
+        (["dataset.experiment=rag-app", "dataset.filter='tags.env === 1'"],
+         r"refused the trace search .*check dataset.filter"),
+        (["dataset.experiment=rag-app", "dataset.since=yesterday"],
+         r"dataset.since='yesterday' is not a time"),
+    ],
+)  # fmt: skip
+def test_a_missing_or_unknown_experiment_or_a_bad_filter_says_what_to_fix(
+    traced_store: Seeded, overrides: list[str], message: str
+) -> None:
+    cfg = compose(["dataset=mlflow_traces", *overrides])["dataset"]
+    with pytest.raises(ConfigError, match=message):
+        list(iter(sources.rows(cfg, {"uri": traced_store.uri})))
+
+
+def test_no_store_there_is_an_error_and_none_is_made(tmp_path: Path) -> None:
+    cfg = compose(["dataset=mlflow_traces", "dataset.experiment=app"])["dataset"]
+    with pytest.raises(ConfigError, match=r"no MLflow database at .*missing.db"):
+        sources.rows(cfg, {"uri": f"sqlite:///{tmp_path / 'missing.db'}"})
+    assert not (tmp_path / "missing.db").exists()
+
+
+def test_the_runs_own_store_is_the_default_and_dataset_tracking_uri_another(
+    traced_store: Seeded, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert trace_reader.run_store({"uri": "sqlite:///x.db"}) == "sqlite:///x.db"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", traced_store.uri)
+    assert trace_reader.run_store({"uri": None}) == traced_store.uri  # tracking=none: where it would log
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")
+    monkeypatch.chdir(tmp_path)
+    assert trace_reader.run_store({}) == "sqlite:///mlflow.db"
+    cfg = compose(
+        [
+            "dataset=mlflow_traces",
+            f"dataset.experiment={EXPERIMENT}",
+            f"dataset.tracking_uri={traced_store.uri}",
+        ]
+    )
+    rows = sources.rows(cfg["dataset"], {"uri": f"sqlite:///{tmp_path / 'elsewhere.db'}"})
+    assert [r.id for r in rows] == traced_store.ok
+
+
+def test_a_trace_lacking_what_a_scorer_needs_is_named_before_any_call(
+    traced_store: Seeded, scripted: ScriptedModel, tmp_path: Path
+) -> None:
+    done = run_cli(
+        [
+            "dataset=mlflow_traces",
+            f"dataset.experiment={EXPERIMENT}",
+            "scorer=answer_similarity",  # needs a ground truth: only the first 20 OK traces have one
+            *fake_model(scripted),
+            f"tracking.uri={traced_store.uri}",
+        ],
+        tmp_path,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert (
+        f"MLflow experiment 'rag-app', line 21 (id {traced_store.ok[20]}): no ground_truth, which scorer "
+        "answer_similarity needs (read from column 'expectation:expected_response')"
+    ) in done.stderr
+    assert "Traceback" not in done.stderr and scripted.count() == 0
+
+
+def test_faithfulness_judges_each_trace_on_its_own_documents_in_rank_order(
+    traced_store: Seeded, scripted: ScriptedModel, tmp_path: Path
+) -> None:
+    done = run_cli(
+        [
+            "dataset=mlflow_traces",
+            f"dataset.experiment={EXPERIMENT}",
+            "scorer=[faithfulness,tool_call_accuracy]",
+            "dataset.limit=20",  # the traces with expected tool calls
+            *fake_model(scripted),
+            f"tracking.uri={traced_store.uri}",
+        ],
+        tmp_path,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    [journal] = tmp_path.glob("outputs/*/*/results.jsonl")
+    items = {i["id"]: i for i in map(json.loads, journal.read_text().splitlines())}
+    assert sorted(items) == sorted(traced_store.ok[:20])  # journaled as each finishes
+    asked = {m["content"] for r in scripted.requests for m in r.messages}
+    for trace_id, item in items.items():
+        documents = [d.page_content for d in traced_store.documents[trace_id]]
+        faithfulness = item["scores"]["faithfulness"]
+        assert faithfulness["error"] is None, faithfulness
+        # Its verdict step's prompt, as the judge received it, lists the trace's documents in rank order.
+        [prompt] = [
+            m["content"]
+            for s in faithfulness["steps"]
+            for m in s["messages"]
+            if "Retrieved documents" in m["content"]
+        ]
+        assert prompt in asked
+        assert [prompt.index(d) for d in documents] == sorted(prompt.index(d) for d in documents), trace_id
+        assert items[trace_id]["scores"]["tool_call_accuracy"]["score"] == 1.0  # made what was expected
