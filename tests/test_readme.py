@@ -248,8 +248,16 @@ def _one_job(args: list[str], cwd: Path) -> list[str]:
 
 @pytest.mark.parametrize(("block", "line"), COMMANDS)
 def test_each_command_runs_as_written(
-    block: Block, line: str, workdir: Path, scripted: ScriptedModel, monkeypatch: pytest.MonkeyPatch
+    block: Block,
+    line: str,
+    workdir: Path,
+    scripted: ScriptedModel,
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
 ) -> None:
+    if "dataset=mlflow_traces" in line:  # the store a traced app filled, where the run looks: ./mlflow.db
+        store = request.getfixturevalue("traced_store")
+        (workdir / "mlflow.db").write_bytes(Path(store.uri.removeprefix("sqlite:///")).read_bytes())
     # Judges named by preset alone (a panel's `models=[gpt,claude]`) reach a constrained decoder over
     # HTTP through the variables LiteLLM reads, as a reader's would reach the provider.
     with FakeLLMServer(responder=constrained_decoder(seed=block.line)) as server:

@@ -2,7 +2,8 @@
 mlflow, and it prints nothing: what went wrong on the way comes back as notes for the caller to print.
 
 store: URIs, probing and reaping; log: one run; traces: its items' traces and assessments; sweeps: a
-sweep's parent run and its jobs' names; comparison: a comparison as a run; read: runs read back.
+sweep's parent run and its jobs' names; comparison: a comparison as a run; read: runs read back;
+trace_records: a trace as a plain record; trace_reader: an experiment's traces as a dataset's rows.
 
 MLflow's settings for this process are made here, before any of the modules loads mlflow.
 """
