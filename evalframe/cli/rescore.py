@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from evalframe.config import compose as configs
-from evalframe.data import rows as data
+from evalframe.data import rows as data, traces
 from evalframe.data.rows import Row
 from evalframe.data.values import lists_of
 from evalframe.errors import ConfigError
@@ -167,6 +167,17 @@ class StoredOutputs(Target):
 def rows_of(items: list[ItemResult], dataset: Mapping[str, Any]) -> list[Row]:
     """The logged run's rows, their list columns (contexts, tool calls) read from the stored records
     through the run's column mapping."""
+    if dataset.get("format") == "mlflow_traces":  # a record is a trace: its fields come through the selectors
+        chosen = traces.selectors(dataset)
+        return [
+            replace(
+                traces.row(i.record, n, chosen, "run"),
+                input=i.input,
+                ground_truth=i.ground_truth,
+                output=i.output,
+            )
+            for n, i in enumerate(items, start=1)
+        ]
     columns = data.column_names(dataset)
     return [
         Row(

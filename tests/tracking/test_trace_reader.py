@@ -318,3 +318,39 @@ def test_faithfulness_judges_each_trace_on_its_own_documents_in_rank_order(
         assert prompt in asked
         assert [prompt.index(d) for d in documents] == sorted(prompt.index(d) for d in documents), trace_id
         assert items[trace_id]["scores"]["tool_call_accuracy"]["score"] == 1.0  # made what was expected
+
+
+def test_a_run_on_traces_is_rescored_from_its_stored_replies(
+    traced_store: Seeded, scripted: ScriptedModel, tmp_path: Path
+) -> None:
+    import mlflow
+
+    first = run_cli(
+        [
+            "dataset=mlflow_traces",
+            f"dataset.experiment={EXPERIMENT}",
+            "scorer=[faithfulness,tool_call_accuracy]",
+            "dataset.limit=6",
+            *fake_model(scripted),
+            f"tracking.uri={traced_store.uri}",
+        ],
+        tmp_path,
+    )
+    assert first.returncode == 0, first.stdout + first.stderr
+    [run] = mlflow.MlflowClient(traced_store.uri).search_runs(
+        [mlflow.MlflowClient(traced_store.uri).get_experiment_by_name("evalframe").experiment_id]
+    )
+    asked = scripted.count()
+    # The rows come back from each item's stored trace record, through the same selectors.
+    again = run_cli(
+        [
+            "rescore",
+            f"run_id={run.info.run_id}",
+            f"tracking.uri={traced_store.uri}",
+            "scorers.faithfulness.empty=0",
+        ],
+        tmp_path,
+        env={"EVALFRAME_CACHE_DIR": str(tmp_path / "empty-cache")},
+    )
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert scripted.count() == asked and "0 model calls" in again.stdout
