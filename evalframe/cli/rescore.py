@@ -167,18 +167,9 @@ class StoredOutputs(Target):
 def rows_of(items: list[ItemResult], dataset: Mapping[str, Any]) -> list[Row]:
     """The logged run's rows, their list columns (contexts, tool calls) read from the stored records
     through the run's column mapping."""
-    if dataset.get("format") == "mlflow_traces":  # a record is a trace: its fields come through the selectors
-        chosen = traces.selectors(dataset)
-        return [
-            replace(
-                traces.row(i.record, n, chosen, "run"),
-                input=i.input,
-                ground_truth=i.ground_truth,
-                output=i.output,
-            )
-            for n, i in enumerate(items, start=1)
-        ]
     columns = data.column_names(dataset)
+    # A trace dataset's records are traces: their fields come through its selectors, not by column.
+    traced = traces.selectors(dataset) if dataset.get("format") == "mlflow_traces" else None
     return [
         Row(
             id=i.id,
@@ -188,7 +179,11 @@ def rows_of(items: list[ItemResult], dataset: Mapping[str, Any]) -> list[Row]:
             line=n,
             extra=i.record,
             human=i.human,
-            **lists_of(i.record, columns, f"item {i.id}"),
+            **(
+                traces.fields(i.record, traced, f"item {i.id}")
+                if traced
+                else lists_of(i.record, columns, f"item {i.id}")
+            ),
         )
         for n, i in enumerate(items, start=1)
     ]

@@ -186,22 +186,15 @@ def selectors(cfg: Mapping[str, Any]) -> dict[str, Selector | None]:
 
 def row(record: Mapping[str, Any], number: int, chosen: Mapping[str, Selector | None], source: str) -> Row:
     """One trace's record as a Row through the selectors; errors name the trace."""
-    trace_id = str(record["trace_id"])
-    where = f"{source}, trace {trace_id}"
+    where = f"{source}, trace {record['trace_id']}"
     check_values(record, "the trace", where)  # the record goes to results.jsonl as the row's columns
-    found = {name: select(record, s) if s else Found(None) for name, s in chosen.items()}
+    found = {name: select(record, s) if s else Found(None) for name, s in chosen.items() if name not in LISTS}
     question = ""
     if chosen["input"] is not None:
         question = _input(found["input"].value, chosen["input"].text, where)
-    lists: dict[str, Any] = {}
-    for name in LISTS:
-        selector, value = chosen[name], found[name].value
-        if selector is not None and value is not None:
-            value = _list(name, value, selector.text, where)
-            lists.update(lists_of({selector.text: value}, {name: selector.text}, where))
     human = chosen.get("human")
     return Row(
-        id=trace_id,
+        id=str(record["trace_id"]),
         input=question,
         ground_truth=text(found["ground_truth"].value),
         output=text(found["output"].value),
@@ -210,10 +203,25 @@ def row(record: Mapping[str, Any], number: int, chosen: Mapping[str, Selector | 
         human=None
         if human is None or found["human"].value is None
         else human_score({human.text: found["human"].value}, human.text, where),
-        trace_id=trace_id,
-        retriever_span_id=found["contexts"].span_id if "contexts" in lists else None,
-        **lists,
+        **fields(record, chosen, where),
     )
+
+
+def fields(record: Mapping[str, Any], chosen: Mapping[str, Selector | None], where: str) -> dict[str, Any]:
+    """The list fields a trace's record gives through the selectors (contexts, their ids, tool calls),
+    checked as a dataset's list columns are, with the trace's id and the span its contexts came from:
+    Row fields. A logged run's items are rows again through it (rescore), their records being traces."""
+    found: dict[str, Any] = {"trace_id": str(record["trace_id"]), "retriever_span_id": None}
+    for name in LISTS:
+        selector = chosen.get(name)
+        got = select(record, selector) if selector is not None else Found(None)
+        if selector is None or got.value is None:
+            continue
+        value = _list(name, got.value, selector.text, where)
+        found.update(lists_of({selector.text: value}, {name: selector.text}, where))
+        if name == "contexts":
+            found["retriever_span_id"] = got.span_id
+    return found
 
 
 def rows(records: Iterable[Mapping[str, Any]], cfg: Mapping[str, Any], source: str) -> Iterator[Row]:
