@@ -337,9 +337,10 @@ def test_a_run_on_traces_is_rescored_from_its_stored_replies(
         tmp_path,
     )
     assert first.returncode == 0, first.stdout + first.stderr
-    [run] = mlflow.MlflowClient(traced_store.uri).search_runs(
-        [mlflow.MlflowClient(traced_store.uri).get_experiment_by_name("evalframe").experiment_id]
-    )
+    client = mlflow.MlflowClient(traced_store.uri)
+    experiment = client.get_experiment_by_name("evalframe")
+    assert experiment is not None
+    [run] = client.search_runs([experiment.experiment_id])
     asked = scripted.count()
     # The rows come back from each item's stored trace record, through the same selectors.
     again = run_cli(
