@@ -31,7 +31,7 @@ def judge(server: Judge, *extra: str) -> list[str]:
 
 
 def test_every_group_has_the_options_the_docs_promise() -> None:
-    assert options("dataset") == ["csv", "jsonl", "mlflow_traces", "rag_sample", "sample", "sas_squad"]
+    assert options("dataset") == ["csv", "jsonl", "mlflow_traces", "rag_sample", "run", "sample", "sas_squad"]
     assert options("target") == ["dataset", "http", "llm", "python"]
     assert options("scorer") == [
         "answer_relevancy",
@@ -69,17 +69,20 @@ def test_each_cache_mode_composes_and_opens(mode: str, tmp_path: Path) -> None:
     assert Cache(cache["mode"], cache["dir"]).mode == mode
 
 
-# A dataset of MLflow traces has keys of its own: which traces (conf/dataset/mlflow_traces.yaml).
-TRACE_KEYS = {
-    "experiment",
-    "tracking_uri",
-    "status",
-    "tags",
-    "filter",
-    "since",
-    "until",
-    "page_size",
-    "sample",
+# The keys a dataset preset adds to the base's, each documented in its file: where its rows come from.
+OWN_KEYS = {
+    "run": {"run_id", "tracking_uri"},
+    "mlflow_traces": {
+        "experiment",
+        "tracking_uri",
+        "status",
+        "tags",
+        "filter",
+        "since",
+        "until",
+        "page_size",
+        "sample",
+    },
 }
 
 
@@ -88,7 +91,7 @@ def test_presets_share_their_common_keys_from_one_base() -> None:
     for group in ("dataset", "model"):
         for option in options(group):
             overrides = [f"{group}={option}"] + (["dataset.path=x"] if option in ("csv", "jsonl") else [])
-            own = TRACE_KEYS if option == "mlflow_traces" else set()
+            own = OWN_KEYS.get(option, set()) if group == "dataset" else set()
             assert set(compose(overrides)[group]) == set(base[group]) | own, option
     assert compose(["model=ollama"])["model"]["reply_retries"] == 2
 

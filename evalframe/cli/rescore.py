@@ -29,7 +29,6 @@ from typing import Any
 from evalframe.config import compose as configs
 from evalframe.data import rows as data, traces
 from evalframe.data.rows import Row
-from evalframe.data.values import lists_of
 from evalframe.errors import ConfigError
 from evalframe.models.cache import Replay, ReplayMiss
 from evalframe.models.calls import StepResult, Usage
@@ -40,6 +39,7 @@ from evalframe.results.journal import RESULTS, Journal, read_items
 from evalframe.results.nouns import ItemResult, Objective
 from evalframe.results.run import RunResult
 from evalframe.results.summary import fmt, fmt_interval
+from evalframe.run.earlier import row_of
 from evalframe.run.flow import run_async
 from evalframe.run.pipeline import Given, evaluate, execute, plan
 from evalframe.targets.base import Target
@@ -166,27 +166,11 @@ class StoredOutputs(Target):
 
 def rows_of(items: list[ItemResult], dataset: Mapping[str, Any]) -> list[Row]:
     """The logged run's rows, their list columns (contexts, tool calls) read from the stored records
-    through the run's column mapping."""
+    through the run's column mapping, with what a live target handed over (earlier.row_of)."""
     columns = data.column_names(dataset)
     # A trace dataset's records are traces: their fields come through its selectors, not by column.
     traced = traces.selectors(dataset) if dataset.get("format") == "mlflow_traces" else None
-    return [
-        Row(
-            id=i.id,
-            input=i.input,
-            ground_truth=i.ground_truth,
-            output=i.output,
-            line=n,
-            extra=i.record,
-            human=i.human,
-            **(
-                traces.fields(i.record, traced, f"item {i.id}")
-                if traced
-                else lists_of(i.record, columns, f"item {i.id}")
-            ),
-        )
-        for n, i in enumerate(items, start=1)
-    ]
+    return [row_of(item, columns, n, traced) for n, item in enumerate(items, start=1)]
 
 
 def replies(items: list[ItemResult]) -> dict[str, dict[str, Any]]:

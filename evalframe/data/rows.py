@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalframe.data.values import LISTS, ToolCall, as_text, check_values, human_score, lists_of
+from evalframe.data.values import HANDED, LISTS, ToolCall, as_text, check_values, human_score, lists_of
 from evalframe.errors import ConfigError, DataError
 from evalframe.paths import RESOURCES_DIR, SAMPLE_DATASET
 
@@ -267,11 +267,18 @@ def require(rows: Iterable[Row], path: str, field_name: str, why: str, column: s
     """Fail before any model call if a row lacks a field a scorer or target needs (read from
     `column`, which the error names)."""
     read_from = f" (read from column {column!r})" if column else ""
+    live = (
+        f"; or have a live target hand it over (target.provides=[{field_name}] for target=python, "
+        f"target.{field_name}_path=... for target=http)"
+        if field_name in HANDED
+        else ""
+    )
     for row in rows:
         if getattr(row, field_name) is None:
             raise DataError(
                 f"{path}, line {row.line} (id {row.id}): no {field_name}, which {why}{read_from}. "
                 f"Fill it in, map the right column with dataset.columns.{field_name}=..., or drop the row"
+                + live
             )
 
 

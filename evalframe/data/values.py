@@ -22,6 +22,8 @@ LISTS = (
     "expected_tool_calls",
     "available_tools",
 )
+# Those a live target may hand over beside its output, from what the application did (data.handed).
+HANDED = ("contexts", "context_ids", "tool_calls")
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ import itertools
 import json
 import math
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -94,15 +95,20 @@ def item_from_json(d: dict[str, Any]) -> ItemResult:
 
 def read_items(path: Path) -> list[ItemResult]:
     """Finished items of a results file; a line torn by a kill mid-write is ignored (it is redone)."""
-    items: dict[str, ItemResult] = {}
-    if path.is_file():
-        for line in path.read_text(encoding="utf-8").splitlines():
+    return list({item.id: item for item in iter_items(path)}.values())
+
+
+def iter_items(path: Path) -> Iterator[ItemResult]:
+    """The finished items of a results file in its order, read a line at a time (a large run's file is
+    never held whole); a line torn by a kill mid-write is skipped."""
+    if not path.is_file():
+        return
+    with path.open(encoding="utf-8") as lines:
+        for line in lines:
             try:
-                item = item_from_json(json.loads(line))
+                yield item_from_json(json.loads(line))
             except (ValueError, KeyError, TypeError):
                 continue
-            items[item.id] = item
-    return list(items.values())
 
 
 class Journal:

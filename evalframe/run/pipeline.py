@@ -100,7 +100,7 @@ def plan(config: dict[str, Any], given: Given | None = None) -> Plan:
 
     def check(window: list[data.Row]) -> None:
         target.validate(window, rows.source)
-        for name, need in needs:
+        for name, need in target.from_rows(needs):  # not those a live target hands over
             data.require(window, rows.source, need, f"scorer {name} needs", columns[need])
 
     first = rows.validate(check, data.window_size(config))  # the whole file, one pass, before any call
@@ -108,7 +108,7 @@ def plan(config: dict[str, Any], given: Given | None = None) -> Plan:
         rows = splits.tune_part(rows, config.get("tune") or {})
     bound_work(scorers, len(rows), config.get("max_judgments"))
     for scorer in scorers.values():
-        scorer.validate(first)
+        scorer.validate(target.sample(first))
     inputs = hashlib.sha256(f"{rows.digest}\n{target.identity()}".encode()).hexdigest()[:16]
     return Plan(config, target, scorers, rows, inputs)
 
@@ -154,7 +154,7 @@ async def _score_rows(
 
     produced = await plan.target.outputs(todo, ctx)
     ready: list[tuple[data.Row, str]] = []
-    for row, (output, step) in zip(todo, produced, strict=True):
+    for row, output, step in plan.target.handed(todo, produced, plan.scorers):
         fields = (row.id, row.input, row.ground_truth, output)
         item = ItemResult(*fields, target_step=step, human=row.human, record=dict(row.extra))
         items[row.id], waiting[row.id] = item, set(plan.scorers)

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from evalframe.data import rows as data
+from evalframe.run import earlier
 from evalframe.tracking import trace_reader
 
 
@@ -16,4 +17,6 @@ def rows(cfg: Mapping[str, Any], tracking: Mapping[str, Any] | None = None) -> d
     own MLflow store is, which a trace dataset reads by default."""
     if cfg.get("format") == "mlflow_traces":
         return trace_reader.rows(cfg, tracking)
+    if cfg.get("format") == "run":
+        return earlier.rows(cfg)
     return data.Rows.from_config(cfg)

@@ -11,9 +11,10 @@ import time
 from collections.abc import Awaitable, Mapping
 from typing import Any
 
+from evalframe.data import handed as handover
 from evalframe.data.rows import Row
 from evalframe.data.values import as_text
-from evalframe.errors import ConfigError
+from evalframe.errors import ConfigError, DataError
 from evalframe.models.calls import StepResult
 from evalframe.models.context import Context
 from evalframe.models.limits import Deadline, ModelLimits, Overdue
@@ -43,19 +44,26 @@ class _RateLimited(_Retryable):
     """A 429: sent again once the service's cool-down is over, without using max_retries."""
 
 
-def extract(reply: Any, path: str | None) -> Any:
-    """The value at a dotted path of a JSON reply: `answer`, `choices.0.message.content`."""
+def extract(reply: Any, path: str | None, key: str = "output_path") -> Any:
+    """The value at a dotted path of a JSON reply: `answer`, `choices.0.message.content`; a `*` takes
+    every element of a list, so `sources.*.text` is the list of each source's text. Errors end by
+    saying to fix `key`, the setting that holds the path."""
     if not path:
         return reply
-    value, walked = reply, list[str]()
-    for part in path.split("."):
+    return _walk(reply, path.split("."), [], key)
+
+
+def _walk(value: Any, parts: list[str], walked: list[str], key: str) -> Any:
+    for i, part in enumerate(parts):
         where = ".".join(walked) or "the top level"
+        if part == "*":
+            if not isinstance(value, list):
+                raise ReplyError(f"the reply has {_kind(value)} at {where}, not a list for '*'; fix {key}")
+            return [_walk(v, parts[i + 1 :], [*walked, str(n)], key) for n, v in enumerate(value)]
         if isinstance(value, Mapping):
             if part not in value:
                 keys = ", ".join(map(str, value)) or "none"
-                raise ReplyError(
-                    f"the reply has no {part!r} at {where} (keys there: {keys}); fix output_path"
-                )
+                raise ReplyError(f"the reply has no {part!r} at {where} (keys there: {keys}); fix {key}")
             value = value[part]
         elif isinstance(value, list):
             try:
@@ -65,9 +73,13 @@ def extract(reply: Any, path: str | None) -> Any:
                     f"the reply has a list of {len(value)} at {where}, and {part!r} is not an index into it"
                 ) from None
         else:
-            raise ReplyError(f"the reply has {type(value).__name__} {value!r:.80} at {where}, not an object")
+            raise ReplyError(f"the reply has {_kind(value)} at {where}, not an object")
         walked.append(part)
     return value
+
+
+def _kind(value: Any) -> str:
+    return f"{type(value).__name__} {value!r:.80}"
 
 
 class HTTPTarget(Target):
@@ -78,6 +90,9 @@ class HTTPTarget(Target):
     row (for its Retry-After, else a backoff) and is sent again without using max_retries; server
     errors and timeouts are retried with the judge's backoff (Retry-After honoured); a refused
     credential (401, 403) stops the run; any other failure leaves that item unscored with the reason.
+
+    `contexts_path`, `context_ids_path` and `tool_calls_path` read what the service retrieved and
+    called from the same reply (data.handed); a reply without one of them leaves that item unscored.
     """
 
     reports_progress = True
@@ -93,6 +108,9 @@ class HTTPTarget(Target):
         api_key_env: str | None = None,
         timeout: float = 60.0,
         max_retries: int = 3,
+        contexts_path: str | None = None,
+        context_ids_path: str | None = None,
+        tool_calls_path: str | None = None,
     ):
         import httpx
 
@@ -109,6 +127,10 @@ class HTTPTarget(Target):
         self.url, self.method = str(url), method.upper()
         self.body = self._compile({"input": "{{ input }}"} if body is None else body, "target.body")
         self.output_path = output_path
+        given = {"contexts": contexts_path, "context_ids": context_ids_path, "tool_calls": tool_calls_path}
+        self.paths = {name: str(path) for name, path in given.items() if path}  # field -> path in the reply
+        self.provides = frozenset(self.paths)
+        self.label = f"target.url={self.url}"
         self.headers = dict(headers or {})
         self.api_key_env = api_key_env
         self.timeout, self.max_retries = float(timeout), int(max_retries)
@@ -164,10 +186,25 @@ class HTTPTarget(Target):
             if value is None:
                 raise ReplyError(f"the reply's {self.output_path or 'body'} is null")
             output = as_text(value) or ""
+            if self.paths:
+                step.reply = {"output": output, **self._handed(reply, row)}
         except ReplyError as e:
             step.error = str(e)
         ctx.advance()
         return output, step
+
+    def _handed(self, reply: Any, row: Row) -> dict[str, Any]:
+        """What the reply holds at contexts_path and the others, checked as a dataset's columns are."""
+        found = {}
+        for name, path in self.paths.items():
+            found[name] = extract(reply, path, f"{name}_path")
+            if found[name] is None:
+                raise ReplyError(f"the reply's {path} is null; fix {name}_path, or reply [] for none")
+        try:
+            return handover.as_json(handover.fields(found, f"the reply to item {row.id}"))
+        except DataError as e:
+            read = ", ".join(f"{name}_path={path}" for name, path in self.paths.items())
+            raise ReplyError(f"{e} (read at {read})") from None
 
     async def _send(self, client: Any, body: Any, step: StepResult, ctx: Context) -> Any:
         """One request under the service's rate limits. A 429 is sent again until timeout × (1 +

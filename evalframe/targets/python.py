@@ -1,5 +1,7 @@
 """The `python` target: the user's function called for each row (named as `module:function` in the
-config, or given as an object by the Python API), sync in worker threads or async on the caller's loop."""
+config, or given as an object by the Python API), sync in worker threads or async on the caller's loop.
+It returns the answer, or a mapping of the answer and what the application retrieved and called
+(data.handed): {"output": ..., "contexts": [...], "context_ids": [...], "tool_calls": [...]}."""
 
 from __future__ import annotations
 
@@ -9,13 +11,14 @@ import importlib
 import inspect
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from evalframe.data import handed as handover
 from evalframe.data.rows import Row
 from evalframe.data.values import as_text
-from evalframe.errors import ConfigError
+from evalframe.errors import ConfigError, DataError
 from evalframe.models.calls import StepResult
 from evalframe.models.context import Context
 from evalframe.targets.base import Target, error_text
@@ -61,15 +64,35 @@ class PythonTarget(Target):
     """Call your function for each row: `fn(input) -> answer`, or `fn(input, row)` with pass_row (row:
     every column of the dataset row). Async functions are awaited; sync ones run in worker threads.
     Either way at most `concurrency` calls run at once. An exception leaves that item unscored, with the
-    error; a non-string answer becomes JSON text, as non-string dataset values do."""
+    error; a non-string answer becomes JSON text, as non-string dataset values do.
+
+    A mapping is the answer (`output`) with what the application retrieved and called (`contexts`,
+    `context_ids`, `tool_calls`), which go onto the item as a dataset's columns would; `provides`
+    names those it always returns, which the dataset then need not have. A mapping that breaks this
+    contract (no output, an unknown key, a value of the wrong type) stops the run, naming the key: the
+    function is wrong for every item, and no judge is paid to find out."""
 
     reports_progress = True
     chunk = 16  # the rows of one outputs() call share its thread pool
 
-    def __init__(self, fn: str | Callable[..., Any], pass_row: bool = False, timeout: float | None = None):
+    def __init__(
+        self,
+        fn: str | Callable[..., Any],
+        pass_row: bool = False,
+        timeout: float | None = None,
+        provides: Iterable[str] | None = (),
+    ):
         self.fn = resolve_callable(fn, "target.fn") if isinstance(fn, str) else fn
         if not callable(self.fn):
             raise ConfigError(f"target.fn is a {type(self.fn).__name__}, not a function")
+        provides = () if provides is None else provides
+        if isinstance(provides, str) or set(provides) - set(handover.HANDED):
+            raise ConfigError(
+                f"target.provides={provides!r}: a list of what the function returns beside its output, "
+                f"out of {', '.join(handover.HANDED)}, e.g. target.provides=[contexts]"
+            )
+        self.provides = frozenset(provides)
+        self.label = f"target.fn={self.name}"
         self.pass_row = pass_row
         self.timeout = timeout
         self.is_async = _is_async(self.fn)
@@ -130,10 +153,38 @@ class PythonTarget(Target):
         ctx.advance()
         if step.error is None and value is None:
             step.error = f"{self.name} returned None; return the answer (a string)"
+        if step.error is None and isinstance(value, Mapping):
+            value = self._reply(value, row, step)
         if step.error is not None:
             return "", step
-        step.raw = as_text(value)
+        try:
+            step.raw = as_text(value)
+        except (TypeError, ValueError) as e:  # an object that is no JSON data (a datetime, a class)
+            step.error = f"{self.name} returned a {type(value).__name__}, not text or JSON data ({e})"
+            return "", step
+        if step.reply is not None:
+            step.reply["output"] = step.raw
         return step.raw or "", step
+
+    def _reply(self, reply: Mapping[Any, Any], row: Row, step: StepResult) -> Any:
+        """The answer of a mapping, its other fields checked and kept as the step's reply (for
+        Target.handed); a broken contract is a ConfigError, a null output that item's error."""
+        where = f"{self.label} returned a mapping for item {row.id}"
+        unknown = sorted(str(k) for k in reply if k != "output" and k not in handover.HANDED)
+        if unknown or "output" not in reply:
+            problem = f"the unknown key {unknown[0]!r}" if unknown else "no 'output'"
+            raise ConfigError(
+                f"{where} with {problem} (keys: {', '.join(map(str, reply)) or 'none'}); return the answer, "
+                f"or a mapping of 'output' and any of {', '.join(map(repr, handover.HANDED))}"
+            )
+        try:
+            found = handover.fields(reply, where)
+        except DataError as e:
+            raise ConfigError(str(e)) from None
+        if reply["output"] is None:
+            step.error = f"{self.name} returned the output None; return the answer (a string)"
+        step.reply = {"output": None, **handover.as_json(found)}
+        return reply["output"]
 
     async def _call(self, args: tuple[Any, ...], pool: ThreadPoolExecutor) -> Any:
         loop = asyncio.get_running_loop()

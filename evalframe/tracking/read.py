@@ -24,6 +24,7 @@ class LoggedRun:
     tags: dict[str, str]
     metrics: dict[str, float]
     results_file: Path
+    params: dict[str, str]  # its settings as logged (log.params): `dataset=run` reads its column mapping
 
 
 def _existing(uri: str) -> None:
@@ -120,6 +121,7 @@ def fetch_run(uri: str, run_id: str, directory: Path, require_tag: str | None = 
         tags=dict(run.data.tags),
         metrics=dict(run.data.metrics),
         results_file=Path(local),
+        params=dict(run.data.params),
     )
 
 

@@ -4,11 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +17,7 @@ from evalframe.errors import ConfigError, PromptError
 from evalframe.targets import HTTPTarget, PythonTarget
 from evalframe.targets.http import extract
 from tests.conftest import compose, run_cli, run_process, within
+from tests.targets.conftest import CAPITALS, Call, Reply, Service
 
 ROWS = [
     {"id": "fr", "input": "What is the capital of France?", "ground_truth": "Paris", "lang": "fr"},
@@ -28,70 +25,10 @@ ROWS = [
     {"id": "it", "input": "What is the capital of Italy?", "ground_truth": "Rome", "lang": "it"},
 ]
 LENIENT = ["max_unscored_rate=1"]  # tests that make items fail on purpose: no exit code 4
-CAPITALS = {"France": "Paris", "Germany": "Berlin", "Italy": "Rome"}
 
 
 def capital(question: str) -> str:
     return next((city for country, city in CAPITALS.items() if country in question), "I do not know")
-
-
-# --- a small JSON service on 127.0.0.1 ---------------------------------------------------------------
-
-
-@dataclass
-class Call:
-    path: str
-    headers: dict[str, str]
-    body: Any
-
-
-Reply = tuple[int, Any, dict[str, str]]  # status, JSON body (or str), headers
-
-
-@dataclass
-class Service:
-    url: str
-    reply: Callable[[Call], Reply]
-    calls: list[Call] = field(default_factory=list)
-
-
-@pytest.fixture
-def service() -> Iterator[Service]:
-    """A JSON service answering `{"answer": <capital>}`; tests swap `reply` to misbehave."""
-    state = Service("", lambda call: (200, {"answer": capital(call.body["input"])}, {}))
-    lock = threading.Lock()
-
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-        def do_POST(self) -> None:
-            raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-            headers = {k.lower(): v for k, v in self.headers.items()}
-            call = Call(self.path, headers, json.loads(raw or b"null"))
-            with lock:
-                state.calls.append(call)
-            status, body, headers = state.reply(call)
-            data = (body if isinstance(body, str) else json.dumps(body)).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", headers.pop("Content-Type", "application/json"))
-            self.send_header("Content-Length", str(len(data)))
-            for key, value in headers.items():
-                self.send_header(key, value)
-            self.end_headers()
-            self.wfile.write(data)
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    httpd.daemon_threads = True
-    thread = threading.Thread(target=httpd.serve_forever, args=(0.02,), daemon=True)
-    thread.start()
-    state.url = f"http://127.0.0.1:{httpd.server_address[1]}/answer"
-    try:
-        yield state
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join()
 
 
 def run_http(tmp_path: Path, target: HTTPTarget, rows: list[dict[str, Any]] = ROWS, **options: Any) -> Any:
@@ -291,7 +228,7 @@ def test_python_target_exceptions_none_and_non_string_answers(tmp_path: Path) ->
             raise RuntimeError("the agent fell over")
         if "Germany" in question:
             return None
-        return {"city": "Rome"}
+        return ["Rome"]  # a list; a mapping is the answer with what the app retrieved (test_handed_fields)
 
     result = evaluate(ROWS, "exact_match", target=agent, output_dir=tmp_path, overrides=LENIENT)
     items = result.items.set_index("id")
@@ -299,7 +236,7 @@ def test_python_target_exceptions_none_and_non_string_answers(tmp_path: Path) ->
     raised_at = agent.__code__.co_firstlineno + 2  # the `raise` line
     assert items.loc["fr", "exact_match/error"].endswith(f"test_targets.py:{raised_at}")
     assert "returned None; return the answer" in items.loc["de", "exact_match/error"]
-    assert items.loc["it", "output"] == '{"city": "Rome"}'  # JSON text, as non-string data values
+    assert items.loc["it", "output"] == '["Rome"]'  # JSON text, as non-string data values
     assert pd.isna(items.loc["it", "exact_match/error"])
     assert result.summaries["exact_match"].unscored == 2
 
@@ -341,6 +278,7 @@ def test_every_target_option_composes() -> None:
         "fn": "mypkg.agent:answer",
         "pass_row": False,
         "timeout": None,
+        "provides": [],
     }
     http = compose(["target=http", "target.url=http://127.0.0.1:9/a", "target.output_path=choices.0.text"])
     assert http["target"]["body"] is None and http["target"]["method"] == "POST"
