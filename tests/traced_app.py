@@ -4,6 +4,8 @@
 write it: `@mlflow.trace` on the function, a RETRIEVER span returning mlflow Documents (ids in their
 metadata, ranked), TOOL spans for the questions that need a tool, tags and a session id set with
 `mlflow.update_current_trace`, and an exception (an ERROR trace) for the questions it cannot take.
+`answer_async(question)` is the same application as a coroutine (no tags, no errors). Either is a
+live target too (`target.fn=tests.traced_app:answer`): each call leaves its own trace.
 
 `seed(uri, experiment)` asks it every question of QUESTIONS, in order, into the store at `uri`, then
 adds what people give: expectations and HUMAN feedback. What it seeds (`Seeded` holds the ids):
@@ -26,6 +28,7 @@ adds what people give: expectations and HUMAN feedback. What it seeds (`Seeded` 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import re
@@ -154,6 +157,16 @@ def answer(question: str) -> str:
     )
     if number % 6 == 5:
         raise ValueError("the help desk is closed for this question")
+    return docs[0].page_content
+
+
+@mlflow.trace
+async def answer_async(question: str) -> str:
+    """The help desk as a coroutine: an async application, traced the same way."""
+    docs = retrieve(question)
+    await asyncio.sleep(0.001)  # other calls run meanwhile: each must keep its own trace
+    for call in calls_for(question):
+        (weather if call["name"] == "weather" else convert_currency)(**call["arguments"])
     return docs[0].page_content
 
 

@@ -18,7 +18,11 @@ from evalframe.data.rows import Row
 from evalframe.data.values import HANDED, LISTS, ToolCall, check_values, lists_of
 from evalframe.errors import DataError
 
-__all__ = ["HANDED", "as_json", "fields", "onto"]
+__all__ = ["HANDED", "TRACE", "as_json", "fields", "onto", "trace_of"]
+
+# The trace a traced function's call produced (evalframe.targets.traced), kept in its step's reply
+# beside what it handed over: the item's verdicts are written onto it.
+TRACE = ("trace_id", "retriever_span_id")
 
 # lists_of reads the columns it is given: these fields under their own names, no other list column.
 _OWN_NAMES: dict[str, str | None] = {name: (name if name in HANDED else None) for name in LISTS}
@@ -35,6 +39,11 @@ def fields(reply: Mapping[str, Any], where: str) -> dict[str, Any]:
         present[name] = list(value)
         check_values(value, repr(name), where)
     return lists_of(present, _OWN_NAMES, where)
+
+
+def trace_of(reply: Mapping[str, Any]) -> dict[str, Any]:
+    """The ids of the trace a reply came with, as Row fields ({} for none)."""
+    return {name: str(reply[name]) for name in TRACE if reply.get(name)}
 
 
 def as_json(found: Mapping[str, Any]) -> dict[str, Any]:

@@ -46,7 +46,7 @@ def row_of(
     found = traces.fields(item.record, traced, where) if traced else lists_of(item.record, columns, where)
     step = item.target_step
     if step is not None and step.ok and step.reply:
-        found.update(handover.fields(step.reply, where))
+        found.update(handover.fields(step.reply, where), **handover.trace_of(step.reply))
     return data.Row(
         id=item.id,
         input=item.input,

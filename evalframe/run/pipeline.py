@@ -29,7 +29,7 @@ from evalframe.results.run import RunResult
 from evalframe.run import flow, sources, tracked
 from evalframe.scorers.base import Scorer, bound_work
 from evalframe.targets.base import Target
-from evalframe.tracking import sweeps
+from evalframe.tracking import live_traces, sweeps
 
 
 @dataclass
@@ -83,6 +83,7 @@ def plan(config: dict[str, Any], given: Given | None = None) -> Plan:
         scorer.name = name
         scorers[name] = scorer
     target: Target = given.target if given.target is not None else _build(config["target"], "target")
+    live_traces.attach(target)  # a traced function's calls: their traces read (tracking reads MLflow)
     bound_work(scorers, None, config.get("max_judgments"))  # judges x repeats alone: before reading rows
     # Credentials first: a missing key is the most common mistake and costs nothing to find (a
     # re-score, whose replies are all stored, asks no model and needs none).

@@ -74,6 +74,7 @@ class Target(ABC):
             if step is not None and step.error is None and step.reply:
                 try:
                     row = handover.onto(row, handover.fields(step.reply, f"{self.label}, item {row.id}"))
+                    row = dataclasses.replace(row, **handover.trace_of(step.reply))  # a traced call's trace
                 except DataError as e:  # a stored reply of an older evalframe, say: that item only
                     step.error = str(e)
             missing = [(name, need) for name, need in owed if getattr(row, need) is None]

@@ -11,7 +11,7 @@ import importlib
 import inspect
 import time
 import traceback
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -22,6 +22,7 @@ from evalframe.errors import ConfigError, DataError
 from evalframe.models.calls import StepResult
 from evalframe.models.context import Context
 from evalframe.targets.base import Target, error_text
+from evalframe.targets.traced import FROM_TRACE, Traced
 
 
 def resolve_callable(path: str, key: str) -> Callable[..., Any]:
@@ -60,7 +61,7 @@ def _where(e: BaseException) -> str:
     return f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
 
 
-class PythonTarget(Target):
+class PythonTarget(Target, Traced):
     """Call your function for each row: `fn(input) -> answer`, or `fn(input, row)` with pass_row (row:
     every column of the dataset row). Async functions are awaited; sync ones run in worker threads.
     Either way at most `concurrency` calls run at once. An exception leaves that item unscored, with the
@@ -70,7 +71,10 @@ class PythonTarget(Target):
     `context_ids`, `tool_calls`), which go onto the item as a dataset's columns would; `provides`
     names those it always returns, which the dataset then need not have. A mapping that breaks this
     contract (no output, an unknown key, a value of the wrong type) stops the run, naming the key: the
-    function is wrong for every item, and no judge is paid to find out."""
+    function is wrong for every item, and no judge is paid to find out.
+
+    A function traced with MLflow hands over what its trace holds (`from_trace`, targets.traced): the
+    contexts of its RETRIEVER span and its TOOL spans, and the trace's id."""
 
     reports_progress = True
     chunk = 16  # the rows of one outputs() call share its thread pool
@@ -81,7 +85,9 @@ class PythonTarget(Target):
         pass_row: bool = False,
         timeout: float | None = None,
         provides: Iterable[str] | None = (),
+        from_trace: Mapping[str, str | None] | None = FROM_TRACE,
     ):
+        Traced.__init__(self, from_trace, "target.from_trace")
         self.fn = resolve_callable(fn, "target.fn") if isinstance(fn, str) else fn
         if not callable(self.fn):
             raise ConfigError(f"target.fn is a {type(self.fn).__name__}, not a function")
@@ -132,19 +138,25 @@ class PythonTarget(Target):
     async def outputs(self, rows: list[Row], ctx: Context) -> list[tuple[str, StepResult | None]]:
         # Threads are made as needed, and the limiter keeps at most `concurrency` of them busy.
         pool = ThreadPoolExecutor(max_workers=max(1, min(len(rows), 256)), thread_name_prefix="evalframe-fn")
+        made: dict[str, str] = {}  # row id -> the trace its call produced (a traced function)
         try:
-            return list(await asyncio.gather(*(self._one(row, ctx, pool) for row in rows)))
+            produced = list(await asyncio.gather(*(self._one(row, ctx, pool, made) for row in rows)))
+            await self.read_traces(rows, produced, made, pool, self.label)
+            return produced
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
 
-    async def _one(self, row: Row, ctx: Context, pool: ThreadPoolExecutor) -> tuple[str, StepResult | None]:
+    async def _one(
+        self, row: Row, ctx: Context, pool: ThreadPoolExecutor, made: dict[str, str]
+    ) -> tuple[str, StepResult | None]:
         step = StepResult("target", messages=[], attempts=1)
         args = (row.input, dict(row.extra)) if self.pass_row else (row.input,)
         value: Any = None
+        trace_id: str | None = None
         async with ctx.limiter:
             started = time.perf_counter()
             try:
-                value = await asyncio.wait_for(self._call(args, pool), self.timeout)
+                value, trace_id = await asyncio.wait_for(self._call(args, pool), self.timeout)
             except asyncio.TimeoutError:  # the builtin TimeoutError only from 3.11 on
                 step.error = f"{self.name} did not return within target.timeout={self.timeout} s"
             except Exception as e:
@@ -155,6 +167,8 @@ class PythonTarget(Target):
             step.error = f"{self.name} returned None; return the answer (a string)"
         if step.error is None and isinstance(value, Mapping):
             value = self._reply(value, row, step)
+        if step.error is None and trace_id is not None:
+            made[row.id] = trace_id
         if step.error is not None:
             return "", step
         try:
@@ -186,11 +200,30 @@ class PythonTarget(Target):
         step.reply = {"output": None, **handover.as_json(found)}
         return reply["output"]
 
-    async def _call(self, args: tuple[Any, ...], pool: ThreadPoolExecutor) -> Any:
+    async def _call(self, args: tuple[Any, ...], pool: ThreadPoolExecutor) -> tuple[Any, str | None]:
+        """The function's answer, and the id of the trace the call produced when traces are read."""
         loop = asyncio.get_running_loop()
+        traces = self.traces if self.reads_traces() else None
         if self.is_async:
+            pending = self.fn(*args)
+            watched = traces.wait(pending) if traces else _untraced(pending)  # in the task the call runs in
             if self._loop is not None and self._loop is not loop:
-                return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self.fn(*args), self._loop))
-            return await self.fn(*args)
-        value = await loop.run_in_executor(pool, functools.partial(self.fn, *args))
-        return await value if inspect.isawaitable(value) else value  # a sync wrapper returning a coroutine
+                return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(watched, self._loop))
+            return await watched
+        call = (
+            functools.partial(traces.call, self.fn, *args)
+            if traces
+            else functools.partial(_plain, self.fn, *args)
+        )
+        value, trace_id = await loop.run_in_executor(pool, call)
+        if inspect.isawaitable(value):  # a sync wrapper returning a coroutine
+            return await (traces.wait(value) if traces else _untraced(value))
+        return value, trace_id
+
+
+def _plain(fn: Callable[..., Any], *args: Any) -> tuple[Any, None]:
+    return fn(*args), None
+
+
+async def _untraced(pending: Awaitable[Any]) -> tuple[Any, None]:
+    return await pending, None

@@ -16,6 +16,7 @@ from evalframe.data.rows import Row
 from evalframe.errors import ConfigError, PromptError
 from evalframe.targets import HTTPTarget, PythonTarget
 from evalframe.targets.http import extract
+from evalframe.targets.traced import FROM_TRACE
 from tests.conftest import compose, run_cli, run_process, within
 from tests.targets.conftest import CAPITALS, Call, Reply, Service
 
@@ -279,7 +280,11 @@ def test_every_target_option_composes() -> None:
         "pass_row": False,
         "timeout": None,
         "provides": [],
+        "from_trace": FROM_TRACE,  # a traced function's trace read by dataset=mlflow_traces' selectors
     }
+    assert (
+        PythonTarget(fn=str.upper).from_trace.keys() == FROM_TRACE.keys()
+    )  # the API's default is the YAML's
     http = compose(["target=http", "target.url=http://127.0.0.1:9/a", "target.output_path=choices.0.text"])
     assert http["target"]["body"] is None and http["target"]["method"] == "POST"
     assert http["target"]["output_path"] == "choices.0.text"
