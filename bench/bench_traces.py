@@ -89,6 +89,8 @@ def main() -> None:
     parser.add_argument("--traces", type=int, nargs="+", default=[1_000, 10_000])
     parser.add_argument("--pages", type=int, nargs="+", default=[100], help="dataset.page_size values")
     parser.add_argument("--store", type=Path, help="the SQLite file to seed (kept, and reused if there)")
+    parser.add_argument("--what", nargs="+", choices=["read", "run"], default=["read", "run"])
+    parser.add_argument("extra", nargs="*", help="more overrides for the runs, e.g. keep_items=1000")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="evalframe-traces-") as tmp:
         work = Path(tmp)
@@ -100,9 +102,11 @@ def main() -> None:
             f"{'what':>5} {'traces':>7} {'page':>5} {'wall s':>7} {'traces/s':>9} {'peak RSS MiB':>13} exit"
         )
         for traces in args.traces:
-            for page in args.pages:
+            for page in args.pages if "read" in args.what else []:
                 read = [sys.executable, "-c", READ, uri, EXPERIMENT, str(traces), str(page)]
                 report("read", traces, page, *run(read, work))
+            if "run" not in args.what:
+                continue
             evaluate = [
                 *(
                     sys.executable,
@@ -113,7 +117,7 @@ def main() -> None:
                 ),
                 *("dataset.status=null", f"dataset.limit={traces}", "scorer=tool_call_accuracy"),
                 "dataset.columns.expected_tool_calls='span:TOOL[*]'",  # no judge, no expectation needed
-                *(f"tracking.uri={uri}", "cache.mode=off", f"hydra.run.dir={work / 'run'}"),
+                *(f"tracking.uri={uri}", "cache.mode=off", f"hydra.run.dir={work / 'run'}", *args.extra),
             ]
             report("run", traces, 100, *run(evaluate, work))
 

@@ -48,15 +48,25 @@ def display_uri(uri: str) -> str:
 def fluent_store(uri: str) -> Iterator[None]:
     """MLflow's fluent API (set_experiment, start_run, log_*) on `uri` for one block. Its
     set_tracking_uri also exports MLFLOW_TRACKING_URI, which the next run in this process (the Python
-    API, a test) would take for its own default store: what was exported before is put back."""
+    API, a test) would take for its own default store: what was exported before is put back. So is
+    the process's active experiment, which set_experiment sets (and exports as MLFLOW_EXPERIMENT_ID):
+    left set, the caller's own traces and runs (a traced target's calls in the next run, the Python
+    API user's code) would go to evalframe's experiment, or to an id their store does not have."""
     import mlflow
+    from mlflow.tracking import fluent
 
     exported = os.environ.get("MLFLOW_TRACKING_URI")
+    active = fluent._active_experiment_id, os.environ.get("MLFLOW_EXPERIMENT_ID")
     mlflow.set_tracking_uri(store_uri(uri))
     try:
         yield
     finally:
         mlflow.set_tracking_uri(exported)  # type: ignore[arg-type]  # None: unset, as before
+        fluent._active_experiment_id = active[0]  # no public way to unset it (mlflow is pinned exactly)
+        if active[1] is None:
+            os.environ.pop("MLFLOW_EXPERIMENT_ID", None)
+        else:
+            os.environ["MLFLOW_EXPERIMENT_ID"] = active[1]
 
 
 def holder() -> dict[str, str]:

@@ -36,10 +36,7 @@ def run(tmp_path: Path, scripted: ScriptedModel, fn: str, *extra: str) -> tuple[
     import mlflow
 
     store = f"sqlite:///{tmp_path / 'mlflow.db'}"  # where the app's traces go, and the run
-    # Where the app logs, as it would set it: an earlier run in this process left MLflow's fluent API on
-    # its own store and experiment.
-    mlflow.set_tracking_uri(store)
-    mlflow.set_experiment("traced-app")
+    mlflow.set_tracking_uri(store)  # where the app logs (a test's earlier in-process run set another)
     try:
         done = run_cli(
             [
@@ -170,3 +167,15 @@ def test_a_bad_from_trace_is_a_config_error(from_trace: dict[str, str], message:
 
     with pytest.raises(ConfigError, match=message):
         Traced(from_trace, "target.from_trace")
+
+
+def test_a_run_leaves_mlflows_active_experiment_as_it_was(scripted: ScriptedModel, tmp_path: Path) -> None:
+    """A run logs through MLflow's fluent API, which makes its experiment the process's active one: the
+    next run's traced function (or the Python API user's own code) would log there, in another store."""
+    (tmp_path / "first").mkdir()
+    (tmp_path / "second").mkdir()
+    code, output, _ = run(tmp_path / "first", scripted, "tests.traced_app:answer")
+    assert code == 0, output
+    code, output, items = run(tmp_path / "second", scripted, "tests.traced_app:answer_async")
+    assert code == 0, output  # its app's traces went to its own store, and were read from there
+    assert all(i["target_step"]["reply"]["trace_id"] for i in items.values())
