@@ -212,6 +212,17 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (tmp_path / "mypkg" / "agent.py").write_text(
         "def answer(question, row=None):\n    return 'Paris' if 'France' in question else 'I do not know'\n"
     )
+    # A RAG function traced with MLflow, as the README's traced-target line calls it.
+    (tmp_path / "mypkg" / "rag.py").write_text(
+        "import mlflow\n"
+        "from mlflow.entities import Document\n\n"
+        "@mlflow.trace(span_type='RETRIEVER')\n"
+        "def retrieve(question):\n"
+        "    return [Document(page_content='Paris is the capital of France.', metadata={'doc_uri': 'kb://1'})]\n\n"
+        "@mlflow.trace\n"
+        "def answer(question):\n"
+        "    return retrieve(question)[0].page_content\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     return tmp_path
 

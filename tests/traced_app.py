@@ -33,6 +33,7 @@ import contextlib
 import os
 import re
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -170,17 +171,36 @@ async def answer_async(question: str) -> str:
     return docs[0].page_content
 
 
-def seed(uri: str, experiment: str = EXPERIMENT, artifacts: str | None = None) -> Seeded:
-    """Ask every question into the store at `uri` (experiment `experiment`, its artifacts in the
-    folder `artifacts`, else MLflow's default), then add the expectations and feedback; MLflow's
-    fluent API is pointed there for the call only."""
-    exported = os.environ.get("MLFLOW_TRACKING_URI")
+@contextlib.contextmanager
+def logging_to(uri: str, experiment: str | None = None) -> Iterator[str | None]:
+    """The app's MLflow logging to the store at `uri` (experiment `experiment`, made if missing; None:
+    MLflow's default) for one block, then the process's tracking URI and active experiment as they
+    were: a test leaves no MLflow state that would send another test's traces elsewhere. Yields the
+    experiment's id."""
+    from mlflow.tracking import fluent
+
+    exported, active = os.environ.get("MLFLOW_TRACKING_URI"), fluent._active_experiment_id
     mlflow.set_tracking_uri(uri)
     try:
-        client = mlflow.MlflowClient(uri)
-        found = client.get_experiment_by_name(experiment)
-        experiment_id = found.experiment_id if found else client.create_experiment(experiment, artifacts)
-        mlflow.set_experiment(experiment_id=experiment_id)
+        experiment_id = None
+        if experiment is not None:
+            experiment_id = mlflow.set_experiment(experiment).experiment_id
+        yield experiment_id
+    finally:
+        mlflow.set_tracking_uri(exported)  # type: ignore[arg-type]  # None: unset, as before
+        fluent._active_experiment_id = active
+        if active is None:
+            os.environ.pop("MLFLOW_EXPERIMENT_ID", None)
+
+
+def seed(uri: str, experiment: str = EXPERIMENT, artifacts: str | None = None) -> Seeded:
+    """Ask every question into the store at `uri` (experiment `experiment`, its artifacts in the
+    folder `artifacts`, else MLflow's default), then add the expectations and feedback."""
+    client = mlflow.MlflowClient(uri)
+    if client.get_experiment_by_name(experiment) is None:
+        client.create_experiment(experiment, artifacts)
+    with logging_to(uri, experiment) as experiment_id:
+        assert experiment_id is not None
         seeded = Seeded(uri, experiment, experiment_id)
         for number, question in enumerate(QUESTIONS):
             with contextlib.suppress(ValueError):  # an ERROR trace, as the app's own callers see it
@@ -201,8 +221,6 @@ def seed(uri: str, experiment: str = EXPERIMENT, artifacts: str | None = None) -
         mlflow.flush_trace_async_logging()
         _assess(seeded)
         return seeded
-    finally:
-        mlflow.set_tracking_uri(exported)  # type: ignore[arg-type]
 
 
 def _assess(seeded: Seeded) -> None:

@@ -15,7 +15,7 @@ from evalframe.models.calls import StepResult
 from evalframe.targets.traced import FROM_TRACE, Traced
 from tests.conftest import fake_model, run_cli
 from tests.scripted import ScriptedModel
-from tests.traced_app import QUESTIONS, calls_for, documents_for
+from tests.traced_app import QUESTIONS, calls_for, documents_for, logging_to
 
 # Questions the app answers without raising (every sixth of QUESTIONS raises), retrieving other documents.
 ASKED = [q for n, q in enumerate(QUESTIONS[:12]) if n % 6 != 5]
@@ -33,11 +33,8 @@ def questions(path: Path, asked: list[str]) -> Path:
 
 
 def run(tmp_path: Path, scripted: ScriptedModel, fn: str, *extra: str) -> tuple[int, str, dict[str, Any]]:
-    import mlflow
-
     store = f"sqlite:///{tmp_path / 'mlflow.db'}"  # where the app's traces go, and the run
-    mlflow.set_tracking_uri(store)  # where the app logs (a test's earlier in-process run set another)
-    try:
+    with logging_to(store):  # where the app logs (its default experiment)
         done = run_cli(
             [
                 "dataset=jsonl",
@@ -54,8 +51,6 @@ def run(tmp_path: Path, scripted: ScriptedModel, fn: str, *extra: str) -> tuple[
             tmp_path,
             env={"MLFLOW_TRACKING_URI": store},
         )
-    finally:
-        mlflow.set_tracking_uri(None)  # type: ignore[arg-type]  # unset, as before
     [journal] = tmp_path.glob("outputs/*/*/results.jsonl")
     items = {i["input"]: i for i in map(json.loads, journal.read_text().splitlines())}
     return done.returncode, done.stdout + done.stderr, items

@@ -167,13 +167,9 @@ def test_a_second_read_gives_the_same_traces_while_the_app_goes_on(traced_store:
     cfg = compose(["dataset=mlflow_traces", f"dataset.experiment={EXPERIMENT}"])["dataset"]
     rows = sources.rows(cfg, {"uri": traced_store.uri})
     first = [r.id for r in rows]
-    mlflow.set_tracking_uri(traced_store.uri)
-    try:
-        mlflow.set_experiment(EXPERIMENT)
+    with traced_app.logging_to(traced_store.uri, EXPERIMENT):
         traced_app.answer(traced_app.QUESTIONS[0])  # a new trace, after the first read
         mlflow.flush_trace_async_logging()
-    finally:
-        mlflow.set_tracking_uri(None)  # type: ignore[arg-type]
     assert [r.id for r in rows] == first == traced_store.ok  # the window was pinned when the rows were made
     assert len(read(traced_store)) == len(first) + 1  # a new read sees it
 
