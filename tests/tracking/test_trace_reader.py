@@ -351,3 +351,28 @@ def test_a_run_on_traces_is_rescored_from_its_stored_replies(
     )
     assert again.returncode == 0, again.stdout + again.stderr
     assert scripted.count() == asked and "0 model calls" in again.stdout
+
+
+def test_a_run_on_traces_is_a_dataset_again_with_its_contexts_and_trace_ids(
+    traced_store: Seeded, scripted: ScriptedModel, tmp_path: Path
+) -> None:
+    from evalframe.run import earlier
+
+    first = run_cli(
+        [
+            "dataset=mlflow_traces",
+            f"dataset.experiment={EXPERIMENT}",
+            "scorer=tool_call_accuracy",
+            "dataset.limit=5",
+            f"tracking.uri={traced_store.uri}",
+        ],
+        tmp_path,
+    )
+    assert first.returncode == 0, first.stdout + first.stderr
+    [run_dir] = tmp_path.glob("outputs/*/*")
+    rows = list(iter(earlier.rows({"path": str(run_dir)})))
+    assert [r.id for r in rows] == [r.trace_id for r in rows] == traced_store.ok[:5]
+    for row in rows:  # read back from each item's trace record through the run's selectors
+        assert row.contexts == [d.page_content for d in traced_store.documents[row.id]]
+        [retriever] = [s for s in row.extra["spans"] if s["span_type"] == "RETRIEVER"]
+        assert row.retriever_span_id == retriever["span_id"]
