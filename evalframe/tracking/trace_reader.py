@@ -30,10 +30,16 @@ def rows(cfg: Mapping[str, Any], tracking: Mapping[str, Any] | None = None) -> d
     query = Query.of(cfg, time.time())
     traces.selectors(cfg)  # a typo in dataset.columns stops the run before the store is asked
     uri = store_uri(query.tracking_uri or run_store(tracking or {}))
-    if sqlite_path(uri) is None:  # a server that never answers would hold MLflow's client for minutes
+    database = sqlite_path(uri)
+    if database is None:  # a server that never answers would hold MLflow's client for minutes
         problem = unavailable(uri)
         if problem:
             raise TrackingError(f"{problem}; check dataset.tracking_uri (or tracking.uri)")
+    elif not database.is_file():
+        raise ConfigError(
+            f"dataset=mlflow_traces: no MLflow database at {database}; set dataset.tracking_uri (or "
+            "tracking.uri) to the store your application's traces are in"
+        )
     client = read._client(uri)  # never one that creates an empty store on the way
     experiment_id, name = _experiment(client, query.experiment, uri)
     source = f"MLflow experiment {name!r}"

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from evalframe.data.rows import Row, ToolCall
-from evalframe.errors import ConfigError
+from evalframe.errors import ConfigError, TrackingError
 from evalframe.run import sources
 from evalframe.tracking import trace_reader
 from evalframe.tracking.trace_records import record
@@ -235,9 +235,16 @@ def test_a_missing_or_unknown_experiment_or_a_bad_filter_says_what_to_fix(
 
 def test_no_store_there_is_an_error_and_none_is_made(tmp_path: Path) -> None:
     cfg = compose(["dataset=mlflow_traces", "dataset.experiment=app"])["dataset"]
-    with pytest.raises(ConfigError, match=r"no MLflow database at .*missing.db"):
+    with pytest.raises(ConfigError, match=r"no MLflow database at .*missing.db; set dataset.tracking_uri"):
         sources.rows(cfg, {"uri": f"sqlite:///{tmp_path / 'missing.db'}"})
     assert not (tmp_path / "missing.db").exists()
+    # A server that does not answer: said at once, its credentials never.
+    server = {"tracking_uri": "http://reader:s3cr3t-pass@127.0.0.1:9"}
+    with pytest.raises(
+        TrackingError, match=r"cannot reach the tracking server at http://\*\*\*@127.0.0.1:9"
+    ) as e:
+        sources.rows(cfg | server, {})
+    assert "s3cr3t" not in str(e.value)
 
 
 def test_the_runs_own_store_is_the_default_and_dataset_tracking_uri_another(
