@@ -46,6 +46,8 @@ _HEAD = re.compile(
     rf"|(?P<kind>expectation|feedback|tag|metadata):{_name('key')}"
     r"|(?P<trace>trace)"
 )
+# A selector, not a bare feedback name (dataset.human_score=helpfulness, or =trace_quality).
+_SELECTOR = re.compile(r"root\.|span:|expectation:|feedback:|tag:|metadata:|trace($|[.\[])")
 _STEP = re.compile(rf"\.{_name('step')}|\[(?P<at>-?\d+|\*)\]")
 # Where a retrieved document keeps its id: MLflow's Document metadata (doc_uri, as its RAG evaluation
 # and expected_retrieved_context name it; id; chunk_id), then the document's own id.
@@ -180,7 +182,9 @@ def selectors(cfg: Mapping[str, Any]) -> dict[str, Selector | None]:
     human = cfg.get("human_score")
     if human is not None:
         human = str(human)
-        chosen["human"] = parse(human if _HEAD.match(human) else f"feedback:`{human}`", "dataset.human_score")
+        chosen["human"] = parse(
+            human if _SELECTOR.match(human) else f"feedback:`{human}`", "dataset.human_score"
+        )
     return chosen
 
 

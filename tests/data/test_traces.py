@@ -197,6 +197,12 @@ def test_mapped_fields_and_a_human_score_from_a_persons_feedback() -> None:
     assert unrated.human is None and unrated.ground_truth == "prod"
 
 
+def test_a_human_score_names_a_persons_feedback_even_one_named_like_a_source() -> None:
+    cfg = compose(["dataset=mlflow_traces", "dataset.human_score=trace_quality"])["dataset"]
+    rated = rag_record(assessments=[assessment("trace_quality", "feedback", 3)])
+    assert row(rated, 1, selectors(cfg), "src").human == 3
+
+
 def test_a_human_score_may_be_any_selector_but_must_be_a_number() -> None:
     cfg = compose(["dataset=mlflow_traces", "dataset.human_score=tag:env"])["dataset"]
     with pytest.raises(
