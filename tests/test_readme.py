@@ -213,7 +213,7 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         "def answer(question, row=None):\n    return 'Paris' if 'France' in question else 'I do not know'\n"
     )
     # A RAG function traced with MLflow, as the README's traced-target line calls it.
-    (tmp_path / "mypkg" / "rag.py").write_text(
+    (tmp_path / "mypkg" / "traced.py").write_text(
         "import mlflow\n"
         "from mlflow.entities import Document\n\n"
         "@mlflow.trace(span_type='RETRIEVER')\n"
