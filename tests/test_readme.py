@@ -161,12 +161,14 @@ def test_every_block_is_run_or_says_why_not() -> None:
 
 
 def _files(block_filter: str) -> list[tuple[str, str]]:
-    """(path, content) of the config and prompt files the README asks the reader to save."""
+    """(path, content) of the config, prompt and code files the README asks the reader to save."""
     saved = []
     for block in blocks():
         if block.lang == "yaml" and "# @package" in block.body:
             [path] = re.findall(r"^# (\S+\.yaml)", block.body, re.M)
             saved.append((path, block.body))
+        elif block.lang == "python" and (module := re.match(r"# (\w[\w/]*\.py)\b", block.body)):
+            saved.append((module.group(1), block.body))  # your module (mypkg/rag.py), for target.fn=
         elif block.lang == "jinja":
             first = block.body.splitlines()[0]
             path = re.fullmatch(r"\{# (\S+) #\}", first)
@@ -207,7 +209,7 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         writer = csv.DictWriter(f, ["id", "question", "ground_truth", "output"], extrasaction="ignore")
         writer.writeheader()
         writer.writerows(records)
-    (tmp_path / "mypkg").mkdir()
+    (tmp_path / "mypkg").mkdir(exist_ok=True)  # the README's mypkg/rag.py may be there already
     (tmp_path / "mypkg" / "__init__.py").write_text("")
     (tmp_path / "mypkg" / "agent.py").write_text(
         "def answer(question, row=None):\n    return 'Paris' if 'France' in question else 'I do not know'\n"
@@ -295,6 +297,9 @@ def _run_command(block: Block, line: str, workdir: Path, scripted: ScriptedModel
         assert _arguments(args[1:]), COMPARE
         return
     overrides = _one_job(args, workdir)
+    if "dataset=run" in overrides:  # the earlier run it judges again: one made here
+        run_id = _earlier_run(workdir, logged="dataset.run_id=RUN_ID" in overrides)
+        overrides = [o.replace("RUN_ID", run_id) for o in overrides]
     skipped = [why for key, why in COMPOSED_ONLY.items() if key in args or key in overrides]
     if "rescore" in args:  # the logged run's command line comes first: it chose the scorers named
         overrides = [
@@ -313,6 +318,18 @@ def _run_command(block: Block, line: str, workdir: Path, scripted: ScriptedModel
     config = compose(judged)
     _, code = pipeline.evaluate(config, workdir / "run")
     assert code in (0, 1), f"{block.where}: `{line}` exited {code}"  # 1: a gate the sample fails
+
+
+def _earlier_run(workdir: Path, logged: bool) -> str:
+    """The run `dataset=run` commands name: rag.jsonl's recorded outputs scored by token_f1 (no judge),
+    in the directory the README's `dataset.path=` gives and, when `logged`, in ./mlflow.db (where a run
+    with tracking=none looks for `dataset.run_id`); its MLflow run id, else ""."""
+    store = f"tracking.uri=sqlite:///{workdir / 'mlflow.db'}" if logged else "tracking=none"
+    rag = ["dataset=jsonl", f"dataset.path={workdir / 'rag.jsonl'}", "scorer=token_f1"]
+    config = compose([*rag, store, "tracking.traces=false"])
+    result, code = pipeline.evaluate(config, workdir / "outputs" / "2025-06-01" / "10-00-00")
+    assert code == 0 and bool(result.run_id) == logged
+    return result.run_id or ""
 
 
 @pytest.mark.slow
