@@ -7,7 +7,7 @@ selectors of evalframe.data.traces, write-back's check for verdicts already give
                 "outputs", "attributes"}, ...] in start order,
      "assessments": [{"assessment_id", "name", "kind" ("feedback" or "expectation"), "value",
                       "valid", "source_type", "source_id", "rationale", "metadata": {}, "span_id",
-                      "error"}, ...] oldest first}
+                      "error": None or {"error_code", "error_message"}}, ...] oldest first}
 
 A span's attributes leave out MLflow's copies of its inputs and outputs (they are the span's own
 `inputs` and `outputs`), so a record holds each value once.
@@ -74,5 +74,7 @@ def _assessment(a: Any) -> dict[str, Any]:
         "rationale": a.rationale,
         "metadata": dict(a.metadata or {}),
         "span_id": a.span_id,
-        "error": None if error is None else {"code": error.error_code, "message": error.error_message},
+        "error": None
+        if error is None
+        else {"error_code": error.error_code, "error_message": error.error_message},
     }

@@ -150,7 +150,7 @@ def test_feedback_takes_a_persons_newest_valid_value_and_expectations_the_newest
     )
     assert select(record, parse("feedback:rating", "k")).value == 0.4
     assert select(record, parse("expectation:expected_response", "k")).value == "new"
-    errored = assessment("rating", "feedback", None) | {"error": {"code": "X", "message": "m"}}
+    errored = assessment("rating", "feedback", None) | {"error": {"error_code": "X", "error_message": "m"}}
     assert select(rag_record(assessments=[errored]), parse("feedback:rating", "k")).value is None
 
 

@@ -16,6 +16,7 @@ from evalframe.errors import ConfigError, TrackingError
 from evalframe.run import sources
 from evalframe.tracking import trace_reader
 from evalframe.tracking.trace_records import record
+from tests import traced_app
 from tests.conftest import compose, fake_model, run_cli
 from tests.scripted import ScriptedModel
 from tests.traced_app import EXPERIMENT, Seeded
@@ -54,9 +55,15 @@ def test_each_ok_trace_is_a_row_oldest_first_with_its_fields_from_the_spans(trac
 
 def test_the_record_is_the_shared_shape(traced_store: Seeded) -> None:
     import mlflow
+    from mlflow.entities import AssessmentError
 
-    trace = mlflow.MlflowClient(traced_store.uri).get_trace(traced_store.ok[0])
-    made = record(trace)
+    client = mlflow.MlflowClient(traced_store.uri)
+    failed = AssessmentError(error_code="UNSCORED", error_message="the judge did not answer")
+    with traced_app.logging_to(traced_store.uri):
+        mlflow.log_feedback(
+            trace_id=traced_store.ok[0], name="faithfulness", error=failed, metadata={"k": "v"}
+        )
+    made = record(client.get_trace(traced_store.ok[0]))
     assert set(made) == {
         "trace_id", "state", "request_time", "tags", "metadata", "session_id", "spans", "assessments"
     }  # fmt: skip
@@ -87,7 +94,11 @@ def test_the_record_is_the_shared_shape(traced_store: Seeded) -> None:
         ("expected_tool_calls", "expectation", "HUMAN", True),
         ("helpfulness", "feedback", "HUMAN", True),
         ("helpfulness", "feedback", "LLM_JUDGE", True),
+        ("faithfulness", "feedback", "CODE", True),
     ]
+    unscored = made["assessments"][4]
+    assert unscored["value"] is None and unscored["metadata"] == {"k": "v"}
+    assert unscored["error"] == {"error_code": "UNSCORED", "error_message": "the judge did not answer"}
     feedback = made["assessments"][3]
     assert (
         feedback["value"] == 0.123 and feedback["source_id"] == "openai:/gpt-4o" and feedback["error"] is None
@@ -161,8 +172,6 @@ def test_the_reader_pages_and_every_page_gives_the_same_rows(
 
 def test_a_second_read_gives_the_same_traces_while_the_app_goes_on(traced_store: Seeded) -> None:
     import mlflow
-
-    from tests import traced_app
 
     cfg = compose(["dataset=mlflow_traces", f"dataset.experiment={EXPERIMENT}"])["dataset"]
     rows = sources.rows(cfg, {"uri": traced_store.uri})
