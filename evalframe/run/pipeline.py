@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import math
 import sys
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -27,9 +26,8 @@ from evalframe.results import agreement, gate, intervals, objective as objective
 from evalframe.results.journal import Journal
 from evalframe.results.nouns import RAW_REPLY_LIMIT, ItemResult, Objective, ScoreResult
 from evalframe.results.run import RunResult
-from evalframe.run import flow, sources, tracked
+from evalframe.run import flow, reuse, sources, tracked
 from evalframe.scorers.base import Scorer, bound_work
-from evalframe.scorers.digest import digests as verdict_digests
 from evalframe.targets.base import Target
 from evalframe.tracking import sweeps
 
@@ -43,8 +41,7 @@ class Plan:
     scorers: dict[str, Scorer]
     rows: data.Rows  # validated; read again as the run executes
     inputs: str = ""  # digest of the rows' content and the target's prompt or code: what resume checks
-    digests: dict[str, str] = field(default_factory=dict)  # per scorer: what its verdicts depend on
-    unjudged: judged.Unjudged | None = None  # the rows whose traces already carry verdicts, counted
+    unjudged: judged.Unjudged | None = None  # the rows, less those whose traces carry every verdict
 
 
 @dataclass
@@ -99,8 +96,7 @@ def plan(config: dict[str, Any], given: Given | None = None) -> Plan:
         rows = data.Rows.of(given.rows, given.source)
     else:
         rows = sources.rows(config["dataset"])
-    digests = verdict_digests(config, scorers, target.identity())
-    rows = unjudged = judged.Unjudged(rows, digests)  # a trace with every scorer's verdict: not judged again
+    rows = unjudged = reuse.unjudged(rows, config, scorers, target)  # traces judged already: skipped
     needs = [(name, need) for name, scorer in scorers.items() for need in scorer.required()]
     columns = data.column_names(config.get("dataset") or {})
 
@@ -116,7 +112,7 @@ def plan(config: dict[str, Any], given: Given | None = None) -> Plan:
     for scorer in scorers.values():
         scorer.validate(first)
     inputs = hashlib.sha256(f"{rows.digest}\n{target.identity()}".encode()).hexdigest()[:16]
-    return Plan(config, target, scorers, rows, inputs, digests, unjudged)
+    return Plan(config, target, scorers, rows, inputs, unjudged)
 
 
 async def execute(
@@ -172,35 +168,9 @@ async def _score_rows(
                 record(name, row, ScoreResult.unscored(f"target: {step.error}"))
         else:
             ready.append((row, output))
-    pending = []
-    for name, scorer in plan.scorers.items():
-        mine = []
-        for row, output in ready:
-            earlier = judged.verdict(judged.assessments_of(row), name, plan.digests.get(name))
-            if earlier is None:
-                mine.append((row, output))
-            else:  # on the trace already, under the same settings: not asked again
-                record(name, row, reused(earlier))
-        if mine:
-            pending += [
-                finish(name, row, p) for (row, _), p in zip(mine, scorer.score_each(mine, ctx), strict=True)
-            ]
-    await asyncio.gather(*pending)
-
-
-def reused(verdict: Mapping[str, Any]) -> ScoreResult:
-    """A verdict already on the row's trace (data.judged), as this run's result: its score and reason;
-    `details.reused` says where it came from (and keeps it from being written back again)."""
-    details = {
-        "reused": {
-            "assessment_id": verdict.get("assessment_id"),
-            "run_id": verdict.get("metadata", {}).get(judged.RUN_ID),
-        }
-    }
-    rationale = str(verdict.get("rationale") or "")
-    if judged.error_code(verdict) == judged.NOT_APPLICABLE:
-        return ScoreResult(math.nan, rationale, details=details, not_applicable=True)
-    return ScoreResult(float(verdict["value"]), rationale, details=details)
+    found = plan.unjudged.digests if plan.unjudged else {}  # a verdict on the trace already: not asked
+    pending = reuse.ask(plan.scorers, found, ready, ctx, record)
+    await asyncio.gather(*(finish(name, row, result) for name, row, result in pending))
 
 
 def evaluate(
@@ -215,13 +185,9 @@ def evaluate(
     write report.html, gate and log to MLflow. Returns the result and the exit code (gate, unscored
     rate, tracking). `annotate` gives tags for the MLflow run once the result is known."""
     redaction.remember(config)  # the command line did too; the Python API starts here
-    try:
-        p = plan(config, given)
-    except judged.AllJudged as e:  # every trace carries every verdict already: a clean end, no run
-        print(e, file=sys.stderr)
-        return RunResult(items=[], scorers=list(config.get("scorers") or {})), EXIT_OK
-    if p.unjudged and (line := p.unjudged.said()):
-        print(line, file=sys.stderr)
+    p, nothing = reuse.planned(lambda: plan(config, given), list(config.get("scorers") or {}))
+    if nothing is not None:  # every trace carries every scorer's verdict already: a clean end, no run
+        return nothing, EXIT_OK
     objective = objectives.of_config(config)  # a typo in objective.metric must not cost a sweep
     gate_cfg = config.get("gate") or {}
     gate.validate(gate_cfg, list(p.scorers), {n for n, s in p.scorers.items() if s.better == "lower"})
@@ -235,14 +201,8 @@ def evaluate(
         cache=(given and given.cache) or Cache(cache_cfg.get("mode", "readwrite"), cache_cfg.get("dir")),
         run_dir=journal.directory,
     )
-    journal.start(
-        config,
-        len(p.rows),
-        resume=resume_from is not None,
-        overrides=overrides,
-        inputs=p.inputs,
-        digests=p.digests,
-    )
+    digests = p.unjudged.digests if p.unjudged else {}  # onto the verdicts, also when logged later
+    journal.start(config, len(p.rows), resume_from is not None, overrides, p.inputs, digests)
     todo = len(p.rows) - len(done)
     html_report.preload()  # while the models answer: the report at the end then starts at once
     intervals.preload()  # and so do its confidence intervals

@@ -187,7 +187,7 @@ def items_of(rows: list[Any], **scores: ScoreResult) -> list[ItemResult]:
     ]
 
 
-def assessments(uri: str, trace_id: str) -> list[Any]:
+def assessments(uri: str, trace_id: str | None) -> list[Any]:
     from mlflow.tracking import MlflowClient
 
     return [a for a in MlflowClient(uri).get_trace(trace_id).info.assessments if a.feedback is not None]
@@ -273,7 +273,9 @@ def test_the_run_is_linked_to_its_traces_a_few_at_a_time(
     uri, rows = store
     monkeypatch.setattr(feedback, "LINKS_PER_CALL", 3)  # MLflow's own limit is 100 a call
     client = MlflowClient(uri)
-    run = client.create_run(client.get_experiment_by_name("app").experiment_id)
+    experiment = client.get_experiment_by_name("app")
+    assert experiment is not None
+    run = client.create_run(experiment.experiment_id)
     notes: list[str] = []
     tally = feedback.write_back(
         journaled(tmp_path, items_of(rows, exact_match=ScoreResult(1.0, "same"))),
