@@ -168,7 +168,7 @@ def test_an_unscored_item_is_an_error_on_its_trace_and_is_judged_again_next_time
     scripted.responder = fails_on_hamlet
     first = judged_run(scripted, traces, tmp_path, "max_unscored_rate=1")
     assert first.returncode == 0, first.stderr
-    hamlet = next(r.trace_id for r in traced_rows.read(traces, traced_rows.EXPERIMENT) if "Hamlet" in r.input)
+    hamlet = next(r.id for r in traced_rows.read(traces, traced_rows.EXPERIMENT) if "Hamlet" in r.input)
     errors = {a.name: a.feedback.error for a in feedbacks(traces)[hamlet] if a.valid}
     assert errors["faithfulness"].error_code == "UNSCORED" and "400" in errors["faithfulness"].error_message
     assert {a.name: a.value for a in feedbacks(traces)[hamlet] if a.valid}["faithfulness"] is None
