@@ -25,6 +25,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
+# Seeding exports each trace as it ends: MLflow's background queue drops traces made faster than it drains.
+os.environ.setdefault("MLFLOW_ENABLE_ASYNC_TRACE_LOGGING", "false")
 
 from evalframe.results.journal import Journal  # noqa: E402
 from evalframe.results.nouns import ItemResult, ScoreResult  # noqa: E402

@@ -205,7 +205,7 @@ def write_back(
     written already, only link them) and link the traces to the run `run_id` when it is in their store.
     Returns what was done (None: no item has a trace); what went wrong is a warning in `notes`."""
     chunks = _items(results_file)
-    first = next(iter(chunks), None)
+    first = next(chunks, None)
     if first is None:  # no item came from a trace: no store is opened (tracking=none creates none)
         return None
     uri = traces_uri(config)
@@ -236,7 +236,8 @@ def write_back(
                 tally.linked += _link(
                     client, [item.trace_id for item in chunk if item.trace_id], str(run_id), notes
                 )
-    notes.append(_said(tally, time.perf_counter() - start, display_uri(uri), results_file))
+    elsewhere = run_id is not None and not linked  # the run's store is not the traces': no link can be made
+    notes.append(_said(tally, time.perf_counter() - start, display_uri(uri), results_file, elsewhere))
     return tally
 
 
@@ -255,24 +256,28 @@ def _link(client: Any, trace_ids: list[str], run_id: str, notes: list[str]) -> i
             client.link_traces_to_run(part, run_id)
         except Exception as e:
             notes.append(
-                f"warning: {len(part)} traces not linked to the run ({type(e).__name__}: {str(e)[:300]})"
+                f"warning: {len(part)} traces not linked to the run ({type(e).__name__}: "
+                f"{scrub_text(str(e))[:300]})"
             )
             continue
         done += len(part)
     return done
 
 
-def _said(tally: Tally, seconds: float, shown_uri: str, results_file: Path) -> str:
+def _said(tally: Tally, seconds: float, shown_uri: str, results_file: Path, elsewhere: bool) -> str:
+    """The console's line on the verdicts written, and a warning for those that were not."""
     line = f"verdicts: {tally.written} written onto {tally.traces} traces at {shown_uri}"
     if tally.overriding:
         line += f" ({tally.overriding} overriding earlier verdicts)"
-    line += f", {tally.linked} linked to the run" if tally.linked else ""
+    if tally.linked:
+        line += f", {tally.linked} linked to the run"
+    elif elsewhere:
+        line += " (not linked: the run is in another store)"
     line += f" in {seconds:.1f} s"
     if tally.failed:
         line += (
             f"\nwarning: {tally.failed} verdicts could not be written onto their traces "
             f"({tally.first_error}); every result is in {results_file}. Run the same command again: the "
-            "traces that have their "
-            "verdicts are skipped and the judge cache answers the rest"
+            "traces that have their verdicts are skipped and the judge cache answers the rest"
         )
     return line
