@@ -106,8 +106,8 @@ def test_mlflow_params_hold_each_resolved_value_once() -> None:
     assert "model.extra" not in logged and logged["model.max_tokens"] == "4096"  # a setting, not a secret
     # 97 when every scorer copy, null and gate placeholder was a param; what is left are distinct settings
     # (panels, held-out tuning, reply storage and batch mode added a few; the six column mappings of
-    # RAG and agent datasets, six more).
-    assert len(logged) <= 68
+    # RAG and agent datasets, six more; tracking.feedback, one).
+    assert len(logged) <= 69
     # A scorer given its own judge logs it: it is no longer the root's value.
     two["scorers"]["factuality"]["model"] = {**two["model"], "name": "x/y"}
     own = params(two)
