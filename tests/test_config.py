@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from evalframe.config import compose as configs
+from evalframe.errors import ConfigError
 from evalframe.paths import CONF_DIR, PROMPTS_DIR, SAMPLE_DATASET
 from evalframe.results.run import RunResult
 from evalframe.run import pipeline
@@ -122,8 +124,8 @@ def test_mlflow_params_hold_each_resolved_value_once() -> None:
     assert "model.extra" not in logged and logged["model.max_tokens"] == "4096"  # a setting, not a secret
     # 97 when every scorer copy, null and gate placeholder was a param; what is left are distinct settings
     # (panels, held-out tuning, reply storage and batch mode added a few; the six column mappings of
-    # RAG and agent datasets, six more).
-    assert len(logged) <= 68
+    # RAG and agent datasets, six more; tracking.feedback, one).
+    assert len(logged) <= 69
     # A scorer given its own judge logs it: it is no longer the root's value.
     two["scorers"]["factuality"]["model"] = {**two["model"], "name": "x/y"}
     own = params(two)
@@ -298,6 +300,19 @@ def test_tracking_mlflow_logs_to_the_configured_uri(scripted: ScriptedModel, tmp
     [logged] = client.search_runs([experiment.experiment_id])
     assert logged.data.metrics["answer_similarity/scored"] == 2
     assert logged.info.run_name == "sample-answer_similarity"
+
+
+def test_verdicts_go_back_onto_traces_in_both_tracking_presets_and_the_run_beside_them() -> None:
+    """tracking.feedback (tracking/feedback.py): on with MLflow and without it (a trace dataset lives in
+    MLflow); a trace dataset's run goes into its traces' experiment, so the run's Traces tab lists them."""
+    from evalframe.config.compose import resolve
+
+    assert compose(["tracking=mlflow"])["tracking"]["feedback"] is True
+    assert compose(["tracking=none"])["tracking"]["feedback"] is True
+    assert compose(["tracking=mlflow"])["tracking"]["experiment"] == "evalframe"
+    assert compose(["+dataset.experiment=my-rag-app"])["tracking"]["experiment"] == "my-rag-app"
+    with pytest.raises(ConfigError, match=r"^tracking.feedback='no': it should be a valid boolean"):
+        resolve(configs.compose(["tracking.feedback='no'"]))
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,7 @@ from pydantic import (
     NonNegativeInt,
     PositiveFloat,
     PositiveInt,
+    StrictBool,
     TypeAdapter,
     ValidationError,
 )
@@ -49,6 +50,7 @@ _TOP: dict[str, TypeAdapter[Any]] = {
     "max_judgments": TypeAdapter(PositiveInt | None),
     "max_unscored_rate": TypeAdapter(Annotated[float, Field(ge=0, le=1)]),
 }
+_TRACKING: dict[str, TypeAdapter[Any]] = {"feedback": TypeAdapter(StrictBool)}  # "no" would read as true
 _PENALTY = TypeAdapter(NonNegativeFloat)  # every weight of a `penalties` mapping
 _NUMBER = TypeAdapter(float)
 
@@ -79,6 +81,10 @@ def check(config: Mapping[str, Any]) -> None:
     for key, adapter in _TOP.items():
         if key in config:
             _value(adapter, config[key], key)
+    tracking = config.get("tracking") or {}
+    for key, adapter in _TRACKING.items():
+        if key in tracking:
+            _value(adapter, tracking[key], f"tracking.{key}")
     gate = config.get("gate") or {}
     threshold = gate.get("pass_threshold", 0.5)
     for name, value in threshold.items() if isinstance(threshold, Mapping) else [("", threshold)]:

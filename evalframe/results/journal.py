@@ -13,7 +13,7 @@ import itertools
 import json
 import math
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -24,6 +24,9 @@ from evalframe.results.nouns import ItemResult, Judgment, Objective, ScoreResult
 
 RESULTS = "results.jsonl"
 LOGGED = "mlflow_run_id"  # in run.json once the run is in MLflow
+VERDICTS = (
+    "verdicts_written"  # in run.json once its verdicts are on their traces: log-run --again writes none
+)
 MANIFEST = "run.json"
 TORN = "results.jsonl.torn"  # last lines cut short by a kill or a full disk, set aside on resume
 # Keys that do not change what a run computes: a run may be resumed or re-logged with other values.
@@ -90,6 +93,8 @@ def item_from_json(d: dict[str, Any]) -> ItemResult:
         target_error=d.get("target_error"),
         human=d.get("human"),
         record=d.get("record") or {},
+        trace_id=d.get("trace_id"),
+        retriever_span_id=d.get("retriever_span_id"),
     )
 
 
@@ -129,9 +134,12 @@ class Journal:
         resume: bool = False,
         overrides: list[str] | None = None,
         inputs: str = "",
+        digests: Mapping[str, str] | None = None,
     ) -> None:
         """Begin (or, with resume, continue) the run's record; `inputs` is the digest of the rows and
-        the target's prompt or code (the config's fingerprint cannot see a dataset file edited in place)."""
+        the target's prompt or code (the config's fingerprint cannot see a dataset file edited in place);
+        `digests`, each scorer's verdict digest, go onto the verdicts written back onto traces, also
+        when `evalframe log-run` writes them later."""
         safe = redact(config)  # the manifest is a file on disk like any other: no secrets in it
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
@@ -143,6 +151,7 @@ class Journal:
                     "total": total,
                     "config": safe,
                     "overrides": redact_overrides(overrides or []),
+                    "digests": dict(digests or {}),
                 }
             )
             # Line-buffered: every finished item reaches the OS as soon as it is written, so SIGKILL
@@ -244,6 +253,10 @@ class Journal:
     def logged(self, run_id: str) -> None:
         """Note the MLflow run the results went to: `evalframe log-run DIR` does not log them twice."""
         self._write_manifest({**self.manifest, LOGGED: run_id})
+
+    def wrote_verdicts(self) -> None:
+        """Note that the verdicts went onto their traces: logging the run again does not write them twice."""
+        self._write_manifest({**self.manifest, VERDICTS: True})
 
     def close(self) -> None:
         if self._file:

@@ -155,6 +155,10 @@ class ItemResult:
     # The dataset record (every column): judges may use any column in their templates (`row`), so a
     # re-score renders them exactly as the run did without the dataset file.
     record: dict[str, Any] = field(default_factory=dict)
+    # The MLflow trace the row came from (a trace dataset, a live target's own trace) and its RETRIEVER
+    # span: where the item's verdicts are written back (tracking.feedback), also by a later log-run.
+    trace_id: str | None = None
+    retriever_span_id: str | None = None
 
     def stored(self, limit: int) -> ItemResult:
         """The item as it is stored: its scores and its target step as they say (their `stored`)."""

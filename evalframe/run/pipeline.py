@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from evalframe import redaction
-from evalframe.data import rows as data, splits
-from evalframe.errors import EXIT_INTERRUPTED, ConfigError
+from evalframe.data import judged, rows as data, splits
+from evalframe.errors import EXIT_INTERRUPTED, EXIT_OK, ConfigError
 from evalframe.models.cache import Cache
 from evalframe.models.context import Context
 from evalframe.report import console as report, html as html_report
@@ -26,7 +26,7 @@ from evalframe.results import agreement, gate, intervals, objective as objective
 from evalframe.results.journal import Journal
 from evalframe.results.nouns import RAW_REPLY_LIMIT, ItemResult, Objective, ScoreResult
 from evalframe.results.run import RunResult
-from evalframe.run import flow, sources, tracked
+from evalframe.run import flow, reuse, sources, tracked
 from evalframe.scorers.base import Scorer, bound_work
 from evalframe.targets.base import Target
 from evalframe.tracking import live_traces, sweeps
@@ -41,6 +41,7 @@ class Plan:
     scorers: dict[str, Scorer]
     rows: data.Rows  # validated; read again as the run executes
     inputs: str = ""  # digest of the rows' content and the target's prompt or code: what resume checks
+    unjudged: judged.Unjudged | None = None  # the rows, less those whose traces carry every verdict
 
 
 @dataclass
@@ -96,6 +97,7 @@ def plan(config: dict[str, Any], given: Given | None = None) -> Plan:
         rows = data.Rows.of(given.rows, given.source)
     else:
         rows = sources.rows(config["dataset"], config.get("tracking"))
+    rows = unjudged = reuse.unjudged(rows, config, scorers, target)  # traces judged already: skipped
     needs = [(name, need) for name, scorer in scorers.items() for need in scorer.required()]
     columns = data.column_names(config.get("dataset") or {})
 
@@ -111,7 +113,7 @@ def plan(config: dict[str, Any], given: Given | None = None) -> Plan:
     for scorer in scorers.values():
         scorer.validate(target.sample(first))
     inputs = hashlib.sha256(f"{rows.digest}\n{target.identity()}".encode()).hexdigest()[:16]
-    return Plan(config, target, scorers, rows, inputs)
+    return Plan(config, target, scorers, rows, inputs, unjudged)
 
 
 async def execute(
@@ -158,6 +160,7 @@ async def _score_rows(
     for row, output, step in plan.target.handed(todo, produced, plan.scorers):
         fields = (row.id, row.input, row.ground_truth, output)
         item = ItemResult(*fields, target_step=step, human=row.human, record=dict(row.extra))
+        item.trace_id, item.retriever_span_id = row.trace_id, row.retriever_span_id
         items[row.id], waiting[row.id] = item, set(plan.scorers)
         if step and step.error:
             # An output that could not be produced is unscored by every scorer, never scored as empty.
@@ -166,13 +169,9 @@ async def _score_rows(
                 record(name, row, ScoreResult.unscored(f"target: {step.error}"))
         else:
             ready.append((row, output))
-    await asyncio.gather(
-        *(
-            finish(name, row, pending)
-            for name, scorer in plan.scorers.items()
-            for (row, _), pending in zip(ready, scorer.score_each(ready, ctx), strict=True)
-        )
-    )
+    found = plan.unjudged.digests if plan.unjudged else {}  # a verdict on the trace already: not asked
+    pending = reuse.ask(plan.scorers, found, ready, ctx, record)
+    await asyncio.gather(*(finish(name, row, result) for name, row, result in pending))
 
 
 def evaluate(
@@ -187,7 +186,9 @@ def evaluate(
     write report.html, gate and log to MLflow. Returns the result and the exit code (gate, unscored
     rate, tracking). `annotate` gives tags for the MLflow run once the result is known."""
     redaction.remember(config)  # the command line did too; the Python API starts here
-    p = plan(config, given)
+    p, nothing = reuse.planned(lambda: plan(config, given), list(config.get("scorers") or {}))
+    if nothing is not None:  # every trace carries every scorer's verdict already: a clean end, no run
+        return nothing, EXIT_OK
     objective = objectives.of_config(config)  # a typo in objective.metric must not cost a sweep
     gate_cfg = config.get("gate") or {}
     gate.validate(gate_cfg, list(p.scorers), {n for n, s in p.scorers.items() if s.better == "lower"})
@@ -201,7 +202,8 @@ def evaluate(
         cache=(given and given.cache) or Cache(cache_cfg.get("mode", "readwrite"), cache_cfg.get("dir")),
         run_dir=journal.directory,
     )
-    journal.start(config, len(p.rows), resume=resume_from is not None, overrides=overrides, inputs=p.inputs)
+    digests = p.unjudged.digests if p.unjudged else {}  # onto the verdicts, also when logged later
+    journal.start(config, len(p.rows), resume_from is not None, overrides, p.inputs, digests)
     todo = len(p.rows) - len(done)
     html_report.preload()  # while the models answer: the report at the end then starts at once
     intervals.preload()  # and so do its confidence intervals

@@ -23,6 +23,7 @@ from evalframe.models.context import Context
 from evalframe.models.settings import ModelSettings
 from evalframe.results.nouns import ScoreResult
 from evalframe.scorers.panel import Panel
+from evalframe.scorers.prompts import PromptFile, PromptSet
 
 EMPTY_OUTPUT = "empty output"  # the reason of an empty output's 0
 
@@ -45,6 +46,15 @@ class Scorer(ABC):
     def models(self) -> list[ModelSettings]:
         """Chat models this scorer calls (their credentials are checked before the run)."""
         return []
+
+    def identity(self) -> str:
+        """What its verdicts depend on beyond its config: the text of its prompt files (a PromptSet or
+        PromptFile attribute, or a mapping of them: a judge's steps), not where they are."""
+        texts = []
+        for name, value in sorted(vars(self).items()):
+            found = value.items() if isinstance(value, Mapping) else [("", value)]
+            texts += [f"{name}.{k}\n{p.text()}" for k, p in found if isinstance(p, PromptSet | PromptFile)]
+        return "\n".join(texts)
 
     def required(self) -> tuple[str, ...]:
         """The row fields this scorer cannot score without."""

@@ -60,6 +60,11 @@ class PromptSet:
         except jinja2.TemplateSyntaxError as e:
             raise PromptError(f"prompt file {self.directory / name}, line {e.lineno}: {e.message}") from None
 
+    def text(self) -> str:
+        """Every file of the folder, named, in name order: what its prompts say, wherever it lives."""
+        files = sorted(p for p in self.directory.iterdir() if p.is_file())
+        return "\n".join(f"{p.name}\n{p.read_text(encoding='utf-8', errors='replace')}" for p in files)
+
     def has(self, step: str) -> bool:
         return (self.directory / f"{step}.j2").is_file()
 
@@ -97,6 +102,9 @@ class PromptFile:
         if not self.path.is_file():
             raise PromptError(f"prompt file {self.path} does not exist")
         self._prompts = PromptSet(self.path.parent, default="")
+
+    def text(self) -> str:
+        return self.path.read_text(encoding="utf-8", errors="replace")
 
     def render(self, **variables: Any) -> list[Message]:
         return [{"role": "user", "content": self._prompts._render(self.path.name, variables)}]

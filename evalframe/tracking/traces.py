@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from evalframe.results import summary
 from evalframe.results.nouns import ItemResult
 from evalframe.results.run import RunResult
+from evalframe.tracking.feedback import source
 
 # Items traced per run unless tracking.max_traces says otherwise: MLflow's store takes 45-70 ms per
 # trace on SQLite (bench/bench_report.py), so 200 add 10-15 s to a run; items.json holds every item.
@@ -30,26 +30,21 @@ def trace_items(result: RunResult, config: Mapping[str, Any], notes: list[str]) 
             "items.json has every item. tracking.traces=false turns them off"
         )
         return
-    if traced < len(result.items):
+    own = sum(1 for item in result.items if not item.trace_id)  # the others have traces of their own
+    if traced < own:
         notes.append(
-            f"MLflow traces: the first {traced} of {len(result.items)} items "
+            f"MLflow traces: the first {traced} of {own} items "
             "(tracking.max_traces; every item is in items.json)"
         )
 
 
 def _sources(config: Mapping[str, Any]) -> dict[str, Any]:
     """Who gave each scorer's verdict: the judge model(s) for LLM scorers, evalframe's code otherwise."""
-    from mlflow.entities import AssessmentSource, AssessmentSourceType
+    from mlflow.entities import AssessmentSource
 
-    sources = {}
-    for name, spec in (config.get("scorers") or {}).items():
-        model = ",".join(summary.scorer_judges(spec))
-        sources[name] = (
-            AssessmentSource(source_type=AssessmentSourceType.LLM_JUDGE, source_id=str(model))
-            if model
-            else AssessmentSource(source_type=AssessmentSourceType.CODE, source_id=f"evalframe.{name}")
-        )
-    return sources
+    return {
+        name: AssessmentSource(*source(name, spec)) for name, spec in (config.get("scorers") or {}).items()
+    }
 
 
 def _assessments(item: ItemResult, sources: Mapping[str, Any]) -> list[Any]:
@@ -76,8 +71,8 @@ def _assessments(item: ItemResult, sources: Mapping[str, Any]) -> list[Any]:
 
 
 def log_traces(result: RunResult, config: Mapping[str, Any], limit: int | None) -> int:
-    """One MLflow trace per item, linked to the active run, carrying its scores and reasons as
-    assessments. Returns how many items were traced (the first `limit`; None = all).
+    """One MLflow trace per item not read from a trace, linked to the active run, carrying its scores
+    and reasons as assessments. Returns how many items were traced (the first `limit`; None = all).
 
     Each trace goes out as one span batch and one trace record with its assessments attached, on
     MLflow's background export queue; logging each assessment with mlflow.log_feedback instead
@@ -89,7 +84,9 @@ def log_traces(result: RunResult, config: Mapping[str, Any], limit: int | None) 
 
     manager = InMemoryTraceManager.get_instance()
     sources = _sources(config)
-    items = result.items if limit is None else result.items[: int(limit)]
+    # An item read from a trace has one already: its verdicts go onto it (feedback.py), not onto a copy.
+    items = [item for item in result.items if not item.trace_id]
+    items = items if limit is None else items[: int(limit)]
     for item in items:
         with mlflow.start_span(name="evalframe.item", span_type="EVALUATOR") as span:
             # The row's id first (a long input's preview is cut at its end): MLflow's "Evaluation runs"

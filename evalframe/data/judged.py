@@ -1,0 +1,126 @@
+"""What a trace already carries: the verdicts an earlier run wrote back onto it (evalframe.tracking.
+feedback), read from the trace record's assessments, so a trace is never judged twice under the same
+settings.
+
+A row's trace holds scorer S's verdict under digest D when it has a valid feedback named S on the trace
+itself (not on a span) whose metadata `evalframe.digest` is D, and that feedback is a decision: a value,
+or "not applicable" (nothing to measure). An unscored verdict (the judge failed, a 429, a timeout) is no
+decision: the trace is judged again, and the new verdict overrides it.
+
+`Unjudged` drops the rows whose trace holds every scorer's verdict and counts them; a row missing some
+is kept, and the run reuses the verdicts it has (a scorer added to a judged experiment judges, the old
+ones are not asked again).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from evalframe.data.rows import Row, Rows
+from evalframe.errors import EXIT_OK, DataError, EvalframeError
+
+DIGEST = "evalframe.digest"  # feedback metadata: the digest of the settings that gave the verdict
+RUN_ID = "evalframe.run_id"  # feedback metadata: the evalframe run (its MLflow run id) that gave it
+NOT_APPLICABLE = "NOT_APPLICABLE"  # the error code of a verdict with nothing to measure: a decision
+
+
+class AllJudged(EvalframeError):
+    """Every row's trace already carries every scorer's verdict: nothing to do, which is no failure."""
+
+    exit_code = EXIT_OK
+
+
+def error_code(assessment: Mapping[str, Any]) -> str | None:
+    """An assessment's error code (None: no error); the record may hold the error as a mapping or text."""
+    error = assessment.get("error")
+    if isinstance(error, Mapping):
+        return str(error.get("error_code") or "ERROR")
+    return str(error) if error else None
+
+
+def feedbacks(assessments: Any, name: str, span_id: str | None = None) -> list[Mapping[str, Any]]:
+    """The valid feedbacks named `name` on the trace (`span_id` None) or on that span, oldest first."""
+    return [
+        a
+        for a in assessments or []
+        if isinstance(a, Mapping)
+        and a.get("kind", "feedback") == "feedback"
+        and a.get("name") == name
+        and a.get("valid", True)
+        and (a.get("span_id") or None) == span_id
+    ]
+
+
+def verdict(assessments: Any, name: str, digest: str | None) -> Mapping[str, Any] | None:
+    """The latest valid feedback of scorer `name` on the trace given under `digest` that decides
+    something (a score, or not applicable), or None."""
+    if not digest:
+        return None
+    for a in reversed(feedbacks(assessments, name)):
+        if (a.get("metadata") or {}).get(DIGEST) == digest:
+            code, value = error_code(a), a.get("value")
+            if (code is None and isinstance(value, int | float) and not isinstance(value, bool)) or (
+                code == NOT_APPLICABLE
+            ):
+                return a
+    return None
+
+
+def already_judged(assessments: list[dict[str, Any]], name: str, digest: str) -> bool:
+    """Whether a trace with these assessments carries scorer `name`'s verdict under `digest`."""
+    return verdict(assessments, name, digest) is not None
+
+
+def assessments_of(row: Row) -> Any:
+    """The assessments of the trace a row was read from (its record's); none for other rows."""
+    return row.extra.get("assessments") if row.trace_id else None
+
+
+class Unjudged(Rows):
+    """`rows` without those whose trace carries the verdict of every scorer in `digests` ({name:
+    digest}); once read through, `skipped` says how many were dropped and `reused` how many verdicts
+    the kept rows already carry, per scorer."""
+
+    def __init__(self, rows: Rows, digests: Mapping[str, str]):
+        super().__init__(self._unjudged(rows), rows.source)
+        self.digests = dict(digests)
+        self.skipped = 0
+        self.reused: Counter[str] = Counter()
+
+    def _unjudged(self, rows: Rows) -> Callable[[], Iterator[Row]]:
+        def read() -> Iterator[Row]:
+            skipped, reused = 0, Counter[str]()
+            for row in rows:
+                found = assessments_of(row)
+                done = [n for n, d in self.digests.items() if found and already_judged(found, n, d)]
+                if self.digests and len(done) == len(self.digests):
+                    skipped += 1
+                    continue
+                reused.update(done)
+                yield row
+            self.skipped, self.reused = skipped, reused  # counts of a whole pass only
+
+        return read
+
+    def validate(self, check: Callable[[list[Row]], None], size: int = 2000) -> Row:
+        try:
+            return super().validate(check, size)
+        except DataError:
+            if self.count is None and self.skipped:
+                raise AllJudged(
+                    f"nothing to judge: {self.skipped} trace(s) already judged with these settings "
+                    "(their verdicts are on the traces)"
+                ) from None
+            raise
+
+    def said(self) -> str | None:
+        """The console's line on what was not judged again, if anything."""
+        if not self.skipped and not self.reused:
+            return None
+        line = f"already judged with these settings: {self.skipped} trace(s) skipped"
+        if self.reused:
+            each = ", ".join(f"{name} on {n}" for name, n in sorted(self.reused.items()))
+            line += f"; verdicts reused ({each}) where other scorers judge"
+        return line

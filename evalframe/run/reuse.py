@@ -1,0 +1,82 @@
+"""Verdicts a row's trace already carries, under the same settings, are this run's results: the run asks
+its scorers only about the other (row, scorer) pairs. A trace holding every scorer's verdict is not
+read at all (data.judged.Unjudged); one holding some (a scorer added to a judged experiment) is judged
+by the others, and the verdicts it has are reused, never asked again and never written twice."""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from evalframe.data import judged
+from evalframe.data.rows import Row, Rows
+from evalframe.models.context import Context
+from evalframe.results.nouns import ScoreResult
+from evalframe.results.run import RunResult
+from evalframe.scorers.base import Scorer
+from evalframe.scorers.digest import digests
+from evalframe.targets.base import Target
+
+Record = Callable[[str, Row, ScoreResult], None]  # (scorer, row, its result): the pipeline's record
+
+
+def unjudged(
+    rows: Rows, config: Mapping[str, Any], scorers: Mapping[str, Scorer], target: Target
+) -> judged.Unjudged:
+    """`rows` without those whose trace carries every scorer's verdict under its digest."""
+    return judged.Unjudged(rows, digests(config, scorers, target.identity()))
+
+
+def result(verdict: Mapping[str, Any]) -> ScoreResult:
+    """A verdict already on the row's trace, as this run's result: its score and reason; `details.reused`
+    says where it came from (and keeps it from being written back again)."""
+    details = {
+        "reused": {
+            "assessment_id": verdict.get("assessment_id"),
+            "run_id": (verdict.get("metadata") or {}).get(judged.RUN_ID),
+        }
+    }
+    rationale = str(verdict.get("rationale") or "")
+    if judged.error_code(verdict) == judged.NOT_APPLICABLE:
+        return ScoreResult(math.nan, rationale, details=details, not_applicable=True)
+    return ScoreResult(float(verdict["value"]), rationale, details=details)
+
+
+def ask(
+    scorers: Mapping[str, Scorer],
+    found: Mapping[str, str],
+    ready: list[tuple[Row, str]],
+    ctx: Context,
+    record: Record,
+) -> list[tuple[str, Row, Awaitable[ScoreResult]]]:
+    """Each scorer's pending result for the (row, output) pairs whose trace lacks its verdict under
+    its digest in `found`; the verdicts the traces carry are recorded at once."""
+    pending: list[tuple[str, Row, Awaitable[ScoreResult]]] = []
+    for name, scorer in scorers.items():
+        mine = []
+        for row, output in ready:
+            earlier = judged.verdict(judged.assessments_of(row), name, found.get(name))
+            if earlier is None:
+                mine.append((row, output))
+            else:
+                record(name, row, result(earlier))
+        if mine:
+            pending += [
+                (name, row, p) for (row, _), p in zip(mine, scorer.score_each(mine, ctx), strict=True)
+            ]
+    return pending
+
+
+def planned(plan: Callable[[], Any], scorers: list[str]) -> tuple[Any, RunResult | None]:
+    """`plan()`'s plan and None, saying what is not judged again; or, when every trace carries every
+    verdict already, None and an empty result: a clean end, no run (it says so in one line)."""
+    try:
+        p = plan()
+    except judged.AllJudged as e:
+        print(e, file=sys.stderr)
+        return None, RunResult(items=[], scorers=scorers)
+    if p.unjudged and (line := p.unjudged.said()):
+        print(line, file=sys.stderr)
+    return p, None

@@ -1,0 +1,115 @@
+"""A verdict's digest (evalframe.scorers.digest) changes with what a verdict depends on, and with
+nothing else: composed configs, the scorers the run builds, no model call."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evalframe.config.compose import compose, resolve
+from evalframe.paths import PROMPTS_DIR
+from evalframe.run import pipeline
+from evalframe.scorers import digest
+
+BASE = ["scorer=[answer_similarity,faithfulness,exact_match]", "model=gpt"]
+
+
+def digests(*overrides: str) -> dict[str, str]:
+    config = resolve(compose([*BASE, *overrides]))
+    scorers = {name: pipeline._build(spec, f"scorers.{name}") for name, spec in config["scorers"].items()}
+    return digest.digests(config, scorers)
+
+
+def changed(*overrides: str) -> set[str]:
+    """The scorers whose digest `overrides` change."""
+    before, after = digests(), digests(*overrides)
+    return {name for name in before if before[name] != after[name]}
+
+
+@pytest.mark.parametrize(
+    ("overrides", "which"),
+    [
+        (["penalties.missing=0.3"], {"answer_similarity"}),
+        (["penalties=strict"], {"answer_similarity"}),
+        (["scorers.faithfulness.output.verdicts.not_found=0.5"], {"faithfulness"}),
+        (["scorers.faithfulness.empty=0"], {"faithfulness"}),
+        (["model=claude"], {"answer_similarity", "faithfulness"}),
+        (["model.temperature=0.7"], {"answer_similarity", "faithfulness"}),
+        (["+model.extra.seed=3"], {"answer_similarity", "faithfulness"}),
+        (["reason=llm"], {"answer_similarity"}),
+        (["repeats=3"], {"answer_similarity", "faithfulness"}),
+        (["scorers.faithfulness.models=[gpt,claude]"], {"faithfulness"}),
+        (["target=llm"], {"answer_similarity", "faithfulness", "exact_match"}),  # what produced the output
+        (["dataset.columns.output=answer"], {"answer_similarity", "faithfulness", "exact_match"}),
+    ],
+)
+def test_what_a_verdict_depends_on_changes_the_digest_of_that_scorer_only(
+    overrides: list[str], which: set[str]
+) -> None:
+    assert changed(*overrides) == which
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["concurrency=32", "window=10", "keep_items=5", "max_judgments=null"],
+        ["cache.mode=off", "cache.dir=/elsewhere"],
+        ["tracking=none", "tracking.run_name=mine", "resume=true"],
+        ["dataset=jsonl", "dataset.path=/data/qa.jsonl", "dataset.limit=3"],  # where the rows are
+        ["model.api_base=http://127.0.0.1:8000/v1", "model.timeout=5", "model.max_retries=0"],
+        ["model.rpm=60", "model.tpm=1000", "model.batch=true", "model.input_cost_per_token=1e-7"],
+        ["model.api_key_env=MY_KEY", "model.reply_retries=0", "max_unscored_rate=0.5"],
+    ],
+)
+def test_where_and_how_a_run_goes_leave_every_digest_as_it_is(overrides: list[str]) -> None:
+    assert changed(*overrides) == set()
+
+
+def test_a_prompt_file_counts_by_its_text_not_its_place(tmp_path: Path) -> None:
+    mine = tmp_path / "mine"
+    shutil.copytree(PROMPTS_DIR / "answer_similarity", mine)
+    claims = tmp_path / "claims.j2"
+    shutil.copy(PROMPTS_DIR / "faithfulness" / "claims.j2", claims)
+    moved = [f"scorers.answer_similarity.prompt_dir={mine}", f"scorers.faithfulness.prompt.claims={claims}"]
+    assert changed(*moved) == set()
+    (mine / "extract.j2").write_text((mine / "extract.j2").read_text() + "\nBe brief.")
+    claims.write_text(claims.read_text() + "\nBe brief.")
+    assert changed(*moved) == {"answer_similarity", "faithfulness"}
+
+
+def test_no_credential_reaches_what_is_hashed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MY_KEY", "sk-live-0123456789")
+    overrides = [
+        *BASE,
+        "model.api_key_env=MY_KEY",
+        "model.api_base=https://user:hunter2secret@proxy.example/v1",
+        "+model.extra.api_key=sk-extra-987654321",
+        "+model.extra.extra_headers.Authorization=Bearer tok-abcdefgh",
+    ]
+    config = resolve(compose(overrides))
+    scorers = {name: pipeline._build(spec, name) for name, spec in config["scorers"].items()}
+    hashed = "".join(digest.payload(config, name, s) for name, s in scorers.items())
+    for secret in ("sk-live-0123456789", "hunter2secret", "sk-extra-987654321", "tok-abcdefgh", "MY_KEY"):
+        assert secret not in hashed
+    # ... and so none changes a digest: a rotated key or another proxy judges the same.
+    others = [
+        "+model.extra.api_key=other-key-1234",
+        "+model.extra.extra_headers.Authorization=Bearer other-5678",
+    ]
+    rotated: dict[str, Any] = resolve(compose([*overrides[:-2], *others]))
+    again = {name: pipeline._build(spec, name) for name, spec in rotated["scorers"].items()}
+    assert digest.digests(rotated, again) == digest.digests(config, scorers)
+
+
+def test_a_digest_is_the_same_in_another_process_for_the_same_settings() -> None:
+    # 16 hex digits of SHA-256 over sorted JSON: no id(), no set order, no path of this checkout.
+    first = digests()
+    assert first == digests() and all(len(d) == 16 and int(d, 16) >= 0 for d in first.values())
+    assert "/work" not in digest.payload(
+        resolve(compose(BASE)),
+        "faithfulness",
+        pipeline._build(resolve(compose(BASE))["scorers"]["faithfulness"], "f"),
+    )
