@@ -350,7 +350,7 @@ def test_a_run_on_traces_is_rescored_from_its_stored_replies(
     )
     assert first.returncode == 0, first.stdout + first.stderr
     client = mlflow.MlflowClient(traced_store.uri)
-    experiment = client.get_experiment_by_name("evalframe")
+    experiment = client.get_experiment_by_name(EXPERIMENT)  # a trace dataset logs its run beside its traces
     assert experiment is not None
     [run] = client.search_runs([experiment.experiment_id])
     asked = scripted.count()
