@@ -31,7 +31,9 @@ def traces(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     """A store of the app's traces; a run's dataset is its traces (the store is also the run's). The first
     test of a process seeds the store it copies (2-4 s: MLflow's trace export flushes once a second)."""
     uri = traced_rows.seeded_store(tmp_path)
-    monkeypatch.setattr(sources, "rows", lambda cfg, tracking=None: traced_rows.reading(uri, traced_rows.EXPERIMENT))
+    monkeypatch.setattr(
+        sources, "rows", lambda cfg, tracking=None: traced_rows.reading(uri, traced_rows.EXPERIMENT)
+    )
     return uri
 
 
