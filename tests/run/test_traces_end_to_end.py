@@ -1,0 +1,99 @@
+"""A traced RAG app's store (tests/traced_app.py: OK and ERROR traces, RETRIEVER and TOOL spans,
+expectations, tags, sessions) judged through the command line as a user types it, `dataset=mlflow_traces`
+with the scripted judge: the verdicts land on the traces, once, on exactly the traces the filter and the
+sample select."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import fake_model, run_cli
+from tests.scripted import ScriptedModel
+from tests.traced_app import EXPERIMENT, Seeded
+
+BOTH = "scorer=[faithfulness,tool_call_accuracy]"
+
+
+def evalframe(store: Seeded, scripted: ScriptedModel, cwd: Path, *args: str, **env: str) -> Any:
+    done = run_cli(
+        [
+            "dataset=mlflow_traces",
+            f"dataset.experiment={EXPERIMENT}",
+            *fake_model(scripted),
+            f"tracking.uri={store.uri}",
+            *args,
+        ],
+        cwd,
+        env=env,
+    )
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stdout + done.stderr
+    return done
+
+
+def verdicts(store: Seeded) -> dict[str, Counter[str]]:
+    """The valid evalframe feedbacks on each trace, counted by name (traces with none left out)."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(store.uri)
+    found: dict[str, Counter[str]] = {}
+    for trace in client.search_traces(locations=[store.experiment_id], include_spans=False, max_results=500):
+        names = Counter(
+            a.name
+            for a in trace.info.assessments
+            if a.feedback is not None and a.valid and "evalframe.digest" in (a.metadata or {})
+        )
+        if names:
+            found[trace.info.trace_id] = names
+    return found
+
+
+def test_one_verdict_per_scorer_on_each_ok_trace_none_on_errors_and_none_twice(
+    traced_store: Seeded, scripted: ScriptedModel, tmp_path: Path
+) -> None:
+    # The first 20 OK traces carry expected tool calls; ERROR traces 5, 11 and 17 sit among them.
+    evalframe(traced_store, scripted, tmp_path, BOTH, "dataset.limit=20")
+    assert scripted.count() > 0
+    judged = verdicts(traced_store)
+    assert sorted(judged) == sorted(traced_store.ok[:20])
+    assert all(names == Counter({"faithfulness": 1, "tool_call_accuracy": 1}) for names in judged.values())
+    assert not set(judged) & set(traced_store.error)
+
+    scripted.reset()  # another machine: an empty judge cache, the same store
+    again = evalframe(
+        traced_store,
+        scripted,
+        tmp_path,
+        BOTH,
+        "dataset.limit=20",
+        EVALFRAME_CACHE_DIR=str(tmp_path / "empty"),
+    )
+    assert scripted.count() == 0
+    assert "already judged" in again.stderr
+    assert verdicts(traced_store) == judged  # no second feedback
+
+
+def test_a_tag_filter_judges_exactly_the_tagged_traces(
+    traced_store: Seeded, scripted: ScriptedModel, tmp_path: Path
+) -> None:
+    evalframe(traced_store, scripted, tmp_path, "scorer=faithfulness", "dataset.tags={team: billing}")
+    billing_ok = set(traced_store.tags["team"]["billing"]) & set(traced_store.ok)
+    assert billing_ok and set(verdicts(traced_store)) == billing_ok
+
+
+def test_samples_nest_across_scorers_and_runs(
+    traced_store: Seeded, scripted: ScriptedModel, tmp_path: Path
+) -> None:
+    evalframe(traced_store, scripted, tmp_path, "scorer=faithfulness", "dataset.sample.rate=0.25")
+    quarter = {t for t, names in verdicts(traced_store).items() if names["faithfulness"]}
+    evalframe(
+        traced_store,
+        scripted,
+        tmp_path,
+        "scorer=answer_relevancy",
+        "dataset.sample.rate=0.5",
+    )
+    judged = verdicts(traced_store)
+    half = {t for t, names in judged.items() if names["answer_relevancy"]}
+    assert quarter and quarter < half < set(traced_store.ok)
