@@ -129,6 +129,8 @@ def _job(
 
         code, objective = rescore.main(config, output_dir, overrides)
         return code, _returned(objective or failed, hydra_cfg)
+    if (config.get("watch") or {}).get("every") is not None:
+        return _watch(config, hydra_cfg, output_dir), failed.worst
     require_multirun(hydra_cfg)
     if hydra_cfg.mode == RunMode.MULTIRUN and config.get("resume") not in (None, False, "false"):
         # A job of a resumed sweep: its directory is the killed sweep's, holding what it did.
@@ -142,6 +144,19 @@ def _job(
         resume_from = resume_dir(config.get("resume"), output_dir.parent.parent, config)
     result, code = pipeline.evaluate(config, output_dir, resume_from, overrides)
     return code, _returned(result.objective or failed, hydra_cfg)
+
+
+def _watch(config: dict[str, Any], hydra_cfg: Any, output_dir: Path) -> int:
+    """Watch mode: one watcher, ticking until stopped (evalframe.run.watch)."""
+    from hydra.types import RunMode
+
+    from evalframe.run import watch
+
+    if hydra_cfg.mode == RunMode.MULTIRUN:
+        raise ConfigError("watch mode runs one watcher: drop -m (a sweep) or watch.every")
+    if config.get("resume") not in (None, False, "false"):
+        raise ConfigError("watch mode resumes by itself from its checkpoint: drop resume")
+    return watch.main(config, output_dir)
 
 
 def _returned(objective: Objective, hydra_cfg: Any) -> float:

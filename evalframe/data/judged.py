@@ -30,6 +30,7 @@ class AllJudged(EvalframeError):
     """Every row's trace already carries every scorer's verdict: nothing to do, which is no failure."""
 
     exit_code = EXIT_OK
+    skipped = 0  # the traces skipped (watch mode counts them per tick)
 
 
 def error_code(assessment: Mapping[str, Any]) -> str | None:
@@ -109,10 +110,12 @@ class Unjudged(Rows):
             return super().validate(check, size)
         except DataError:
             if self.count is None and self.skipped:
-                raise AllJudged(
+                done = AllJudged(
                     f"nothing to judge: {self.skipped} trace(s) already judged with these settings "
                     "(their verdicts are on the traces)"
-                ) from None
+                )
+                done.skipped = self.skipped
+                raise done from None
             raise
 
     def said(self) -> str | None:

@@ -1,0 +1,189 @@
+"""Watch mode in process, on a real MLflow store of the traced RAG app (tests/traced_app.py) with the
+scripted judge: ticks judge the traces that arrived since the checkpoint, each once, into one MLflow run
+whose step goes on when the watcher is started again; settle holds back fresh traces; a stop mid-tick
+resumes that tick's journal."""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import compose, fake_model, run_cli
+from tests.fake_judge import judge
+from tests.scripted import ScriptedModel
+from tests.traced_app import EXPERIMENT, QUESTIONS, Seeded, answer, logging_to
+
+WATCH = ["watch.every=0.1s", "watch.settle=0s"]
+
+
+def watcher(store: Seeded, scripted: ScriptedModel, *args: str) -> list[str]:
+    return [
+        "dataset=mlflow_traces",
+        f"dataset.experiment={EXPERIMENT}",
+        "scorer=faithfulness",
+        *fake_model(scripted),
+        f"tracking.uri={store.uri}",
+        *WATCH,
+        *args,
+    ]
+
+
+def watch(store: Seeded, scripted: ScriptedModel, cwd: Path, *args: str) -> Any:
+    done = run_cli(watcher(store, scripted, *args), cwd)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stdout + done.stderr
+    return done
+
+
+def add_traces(store: Seeded, questions: list[str]) -> list[str]:
+    """The app answers `questions` into the store now: new OK traces (the questions avoid its errors)."""
+    import mlflow
+
+    ids = []
+    with logging_to(store.uri, store.experiment):
+        for question in questions:
+            answer(question)
+            ids.append(str(mlflow.get_last_active_trace_id()))
+        mlflow.flush_trace_async_logging()
+    return ids
+
+
+def verdicts(store: Seeded) -> dict[str, Counter[str]]:
+    """The evalframe feedbacks on each trace (valid or not), counted by name."""
+    from mlflow.tracking import MlflowClient
+
+    found: dict[str, Counter[str]] = {}
+    for trace in MlflowClient(store.uri).search_traces(
+        locations=[store.experiment_id], include_spans=False, max_results=500
+    ):
+        names = Counter(a.name for a in trace.info.assessments if "evalframe.digest" in (a.metadata or {}))
+        if names:
+            found[trace.info.trace_id] = names
+    return found
+
+
+def asked(scripted: ScriptedModel) -> Counter[str]:
+    """The judge's requests per question of the app (a faithfulness judgment asks about its question)."""
+    return Counter(
+        q for r in scripted.requests for q in QUESTIONS if any(q in m["content"] for m in r.messages)
+    )
+
+
+def the_run(store: Seeded) -> Any:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(store.uri)
+    runs = client.search_runs([store.experiment_id], filter_string="tags.`evalframe.watch` != ''")
+    assert len(runs) == 1, [r.info.run_id for r in runs]
+    history = {
+        name: [
+            (m.step, m.value)
+            for m in sorted(client.get_metric_history(runs[0].info.run_id, name), key=lambda m: m.step)
+        ]
+        for name in ("watch/judged", "watch/skipped", "faithfulness/mean")
+    }
+    return runs[0], history
+
+
+NEW = [QUESTIONS[0], QUESTIONS[1]]  # not the ERROR ones (5, 11, ...)
+
+
+def test_ticks_judge_what_arrived_since_the_checkpoint_once_into_one_run(
+    traced_store: Seeded, scripted: ScriptedModel, tmp_path: Path
+) -> None:
+    first = watch(traced_store, scripted, tmp_path, "watch.ticks=2")
+    assert "tick 0 at" in first.stdout and "30 judged" in first.stdout
+    assert "tick 1 at" in first.stdout and "0 judged" in first.stdout.split("tick 1 at")[1]
+    on_ok = asked(scripted)
+    assert set(verdicts(traced_store)) == set(traced_store.ok)
+
+    scripted.reset()
+    new = add_traces(traced_store, NEW)
+    # An empty judge cache: the new traces ask the questions of old ones, whose replies it holds.
+    again = watch(traced_store, scripted, tmp_path, "watch.ticks=1", f"cache.dir={tmp_path / 'empty'}")
+    assert "continuing at tick 2" in again.stderr
+    assert "tick 2 at" in again.stdout and "2 judged" in again.stdout
+    judged = verdicts(traced_store)
+    assert set(judged) == set(traced_store.ok) | set(new)
+    assert all(names == Counter({"faithfulness": 1}) for names in judged.values())
+    # Only the new traces were asked about, as often as one judgment of the same question asks.
+    assert set(asked(scripted)) == set(NEW)
+    assert all(asked(scripted)[q] == on_ok[q] // 2 or asked(scripted)[q] == on_ok[q] for q in NEW)
+
+    run, history = the_run(traced_store)
+    assert run.info.status == "FINISHED"
+    assert history["watch/judged"] == [(0, 30.0), (1, 0.0), (2, 2.0)]
+    assert [step for step, _ in history["faithfulness/mean"]] == [0, 2]
+    run_ids = {
+        (a.metadata or {}).get("evalframe.run_id")
+        for t in new
+        for a in __import__("mlflow").MlflowClient(traced_store.uri).get_trace(t).info.assessments
+        if a.name == "faithfulness"
+    }
+    assert run_ids == {run.info.run_id}
+
+
+def test_a_lost_checkpoint_judges_nothing_twice(
+    traced_store: Seeded, scripted: ScriptedModel, tmp_path: Path
+) -> None:
+    watch(traced_store, scripted, tmp_path, "watch.ticks=1")
+    from mlflow.tracking import MlflowClient
+
+    run, _ = the_run(traced_store)
+    MlflowClient(traced_store.uri).set_tag(run.info.run_id, "evalframe.watch.done_ms", "0")  # lost
+    scripted.reset()
+    again = watch(traced_store, scripted, tmp_path, "watch.ticks=1")
+    assert scripted.count() == 0
+    assert "0 judged, 30 skipped" in again.stdout
+    assert all(names == Counter({"faithfulness": 1}) for names in verdicts(traced_store).values())
+
+
+def test_settle_holds_back_traces_until_quiet_for_long_enough(
+    traced_store: Seeded, scripted: ScriptedModel, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The clock is injected for the settle arithmetic only: the traces' end times are the store's."""
+    from evalframe.run import watch as watch_mode
+
+    config = compose([*watcher(traced_store, scripted, "watch.ticks=1"), "watch.settle=1h"])
+    now = time.time()
+    watch_mode.main(config, tmp_path / "a", clock=lambda: now, sleep=lambda s: None)
+    assert (
+        scripted.count() == 0 and "0 judged, 0 skipped (judged before), 36 waiting" in capsys.readouterr().out
+    )
+    watch_mode.main(config, tmp_path / "b", clock=lambda: now + 3601, sleep=lambda s: None)
+    assert "30 judged" in capsys.readouterr().out
+    assert set(verdicts(traced_store)) == set(traced_store.ok)
+
+
+def test_a_stop_mid_tick_resumes_that_ticks_finished_items(
+    traced_store: Seeded, scripted: ScriptedModel, tmp_path: Path
+) -> None:
+    def interrupting(request: Any) -> Any:
+        if scripted.count() == 20:
+            signal.raise_signal(signal.SIGINT)  # Ctrl-C, in the middle of the tick
+        return judge(request)
+
+    scripted.responder = interrupting
+    stopped = watch(traced_store, scripted, tmp_path, "watch.ticks=1", "concurrency=1")
+    assert "stopped:" in stopped.stderr and "tick 0" not in stopped.stdout
+    before = asked(scripted)
+    scripted.responder = judge
+    scripted.reset()
+    resumed = watch(traced_store, scripted, tmp_path, "watch.ticks=1", f"cache.dir={tmp_path / 'empty'}")
+    assert "tick 0 at" in resumed.stdout and "30 judged" in resumed.stdout
+    finished = {q for q, n in before.items() if n >= 2}  # a faithfulness judgment asks twice
+    assert finished and not finished & set(asked(scripted))
+    assert all(names == Counter({"faithfulness": 1}) for names in verdicts(traced_store).values())
+
+
+def test_watch_mode_needs_a_trace_dataset(tmp_path: Path) -> None:
+    done = run_cli(["watch.every=1m", "tracking=none"], tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "error: watch mode judges traces as they arrive: it needs dataset=mlflow_traces, not dataset=sample; "
+        "drop watch.every or choose dataset=mlflow_traces"
+    ]
