@@ -124,8 +124,8 @@ def test_mlflow_params_hold_each_resolved_value_once() -> None:
     assert "model.extra" not in logged and logged["model.max_tokens"] == "4096"  # a setting, not a secret
     # 97 when every scorer copy, null and gate placeholder was a param; what is left are distinct settings
     # (panels, held-out tuning, reply storage and batch mode added a few; the six column mappings of
-    # RAG and agent datasets, six more; tracking.feedback, one).
-    assert len(logged) <= 69
+    # RAG and agent datasets, six more; tracking.feedback, one; watch.settle, one).
+    assert len(logged) <= 70
     # A scorer given its own judge logs it: it is no longer the root's value.
     two["scorers"]["factuality"]["model"] = {**two["model"], "name": "x/y"}
     own = params(two)
@@ -313,6 +313,42 @@ def test_verdicts_go_back_onto_traces_in_both_tracking_presets_and_the_run_besid
     assert compose(["+dataset.experiment=my-rag-app"])["tracking"]["experiment"] == "my-rag-app"
     with pytest.raises(ConfigError, match=r"^tracking.feedback='no': it should be a valid boolean"):
         resolve(configs.compose(["tracking.feedback='no'"]))
+
+
+def test_watch_mode_is_off_by_default_and_its_keys_are_checked() -> None:
+    from evalframe.data import watching
+    from evalframe.errors import ConfigError
+
+    config = compose([])
+    assert config["watch"] == {"every": None, "settle": "300s", "ticks": None}
+    assert watching.of(config) is None
+    traces = ["dataset=mlflow_traces", "dataset.experiment=app"]
+    on = watching.of(compose([*traces, "watch.every=1m", "watch.ticks=3"]))
+    assert on == watching.Watch(every=60, settle=300, ticks=3)
+    for bad, says in (
+        ("watch.every=soon", "watch.every='soon' is not a duration"),
+        ("watch.settle=5", "watch.settle=5 is not a duration"),
+        ("watch.ticks=0", "watch.ticks=0: a whole number"),
+    ):
+        with pytest.raises(ConfigError, match=says):
+            watching.of(compose([*traces, "watch.every=1m", bad]))
+    with pytest.raises(ConfigError, match="choose tracking=mlflow"):
+        watching.of(compose([*traces, "watch.every=1m", "tracking=none"]))
+
+
+@pytest.mark.parametrize(
+    ("settle", "now", "window"),
+    [("5m", 1000.0, (0, 700_000)), ("0s", 1000.0, (0, 1_000_000)), ("1h", 10.0, (0, 0))],
+)
+def test_a_ticks_window_ends_where_traces_have_settled(
+    settle: str, now: float, window: tuple[int, int]
+) -> None:
+    from evalframe.data import watching
+
+    watch = watching.Watch(every=60, settle=watching.duration(settle, "watch.settle"))
+    assert watch.window(0, now) == window
+    assert watch.window(900_000, now)[0] == 900_000  # from the checkpoint, never back before it
+    assert watch.window(900_000, now)[1] >= 900_000
 
 
 @pytest.mark.parametrize(
