@@ -312,12 +312,40 @@ def _run_command(block: Block, line: str, workdir: Path, scripted: ScriptedModel
     # The judge, wherever the command points it, is the scripted model answering anything its reply
     # schema allows (a constrained decoder, knowing nothing of our prompts); a few rows keep it quick.
     scripted.responder = constrained_decoder(seed=block.line)
+    if config["watch"]["every"] is not None:  # a watcher: its ticks (one, unless it says) into ./mlflow.db
+        _watch([*overrides, *fake_model(scripted)[1:]], workdir, block, line)
+        return
     judged = [*overrides, *fake_model(scripted)[1:], "tracking=none", "dataset.limit=4"]
     if config["target"].get("model"):
         judged += [o.replace("model.", "target.model.", 1) for o in fake_model(scripted)[1:]]
     config = compose(judged)
     _, code = pipeline.evaluate(config, workdir / "run")
     assert code in (0, 1), f"{block.where}: `{line}` exited {code}"  # 1: a gate the sample fails
+
+
+def _watch(overrides: list[str], workdir: Path, block: Block, line: str) -> None:
+    """A watcher command, run by watch mode's own loop until its `watch.ticks` (1 when it sets none)."""
+    import contextlib
+    import io
+    import os
+
+    from evalframe.run import watch
+
+    ticks = [] if any(o.startswith("watch.ticks=") for o in overrides) else ["watch.ticks=1"]
+    config = compose(
+        [*overrides, *ticks, "dataset.limit=4", f"tracking.uri=sqlite:///{workdir / 'mlflow.db'}"]
+    )
+    out = io.StringIO()
+    here = Path.cwd()
+    os.chdir(workdir)  # the tick journals go under ./outputs, as the command's would
+    try:
+        with contextlib.redirect_stdout(out):
+            code = watch.main(config, workdir / "outputs" / "watch")
+    finally:
+        os.chdir(here)
+    assert code == 0 and out.getvalue().count("\ntick ") + out.getvalue().startswith("tick ") >= 1, (
+        f"{block.where}: `{line}` printed {out.getvalue()!r}"
+    )
 
 
 def _earlier_run(workdir: Path, logged: bool) -> str:

@@ -1,7 +1,8 @@
 """Watch mode in process, on a real MLflow store of the traced RAG app (tests/traced_app.py) with the
 scripted judge: ticks judge the traces that arrived since the checkpoint, each once, into one MLflow run
 whose step goes on when the watcher is started again; settle holds back fresh traces; a stop mid-tick
-resumes that tick's journal."""
+resumes that tick's journal. Each test is several watcher starts on a copied store (3-9 s): what
+is tested is that the next start goes on from what the last one left in MLflow."""
 
 from __future__ import annotations
 
