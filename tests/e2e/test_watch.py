@@ -14,6 +14,7 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -42,7 +43,11 @@ class Watcher:
         self.lines: queue.Queue[str] = queue.Queue()
         assert self.process.stdout is not None
         stdout = self.process.stdout
-        threading.Thread(target=lambda: [self.lines.put(line) for line in stdout], daemon=True).start()
+        threading.Thread(target=self._read, args=(stdout,), daemon=True).start()
+
+    def _read(self, stdout: Any) -> None:
+        for line in stdout:
+            self.lines.put(line)
 
     def wait_for(self, text: str, timeout: float = 120) -> str:
         """The next tick line holding `text`."""
