@@ -111,8 +111,39 @@ def _embeds(line: str) -> bool:
     return "semantic_similarity" in line or "scorer" not in line
 
 
+def _files(block_filter: str) -> list[tuple[str, str]]:
+    """(path, content) of the config, prompt and code files the README asks the reader to save."""
+    saved = []
+    for block in blocks():
+        if block.lang == "yaml" and "# @package" in block.body:
+            [path] = re.findall(r"^# (\S+\.yaml)", block.body, re.M)
+            saved.append((path, block.body))
+        elif block.lang == "python" and (module := re.match(r"# (\w[\w/]*\.py)\b", block.body)):
+            saved.append((module.group(1), block.body))  # your module (mypkg/rag.py), for target.fn=
+        elif block.lang == "jinja":
+            first = block.body.splitlines()[0]
+            path = re.fullmatch(r"\{# (\S+) #\}", first)
+            assert path, f"{block.where}: a prompt block starts with {{# its/path.j2 #}}"
+            saved.append((path.group(1), block.body))
+    return [(p, c) for p, c in saved if block_filter in p]
+
+
+def _saved_scripts(block: Block) -> list[str]:
+    """The block's `python FILE` lines whose FILE is one the README asks the reader to save (rag_app.py):
+    run before the block's commands, as the reader runs them (a process each: slow)."""
+    saved = {path for path, _ in _files("")}
+    return [
+        line for line in logical_lines(block.body) if line.startswith("python ") and line.split()[1] in saved
+    ]
+
+
 COMMANDS = [
-    pytest.param(b, line, marks=[pytest.mark.slow] if _embeds(line) else [], id=f"line{b.line}:{line[:60]}")
+    pytest.param(
+        b,
+        line,
+        marks=[pytest.mark.slow] if _embeds(line) or _saved_scripts(b) else [],
+        id=f"line{b.line}:{line[:60]}",
+    )
     for b, line in shell_lines()
     if evalframe_args(line) is not None
 ]
@@ -150,6 +181,8 @@ def test_every_block_is_run_or_says_why_not() -> None:
             assert re.search(rf"^{re.escape(target)}:", makefile, re.M), (
                 f"{block.where}: no make target {target}"
             )
+        elif line in _saved_scripts(block):
+            continue  # your application, saved from the README and run before the block's commands
         elif line.startswith((".venv/bin/python ", "python ")):
             script = ROOT / line.split()[1]
             assert script.is_file(), f"{block.where}: {script} does not exist"
@@ -158,23 +191,6 @@ def test_every_block_is_run_or_says_why_not() -> None:
     assert not unknown, "README blocks no test runs; run them here or add them to NOT_RUN:\n" + "\n".join(
         unknown
     )
-
-
-def _files(block_filter: str) -> list[tuple[str, str]]:
-    """(path, content) of the config, prompt and code files the README asks the reader to save."""
-    saved = []
-    for block in blocks():
-        if block.lang == "yaml" and "# @package" in block.body:
-            [path] = re.findall(r"^# (\S+\.yaml)", block.body, re.M)
-            saved.append((path, block.body))
-        elif block.lang == "python" and (module := re.match(r"# (\w[\w/]*\.py)\b", block.body)):
-            saved.append((module.group(1), block.body))  # your module (mypkg/rag.py), for target.fn=
-        elif block.lang == "jinja":
-            first = block.body.splitlines()[0]
-            path = re.fullmatch(r"\{# (\S+) #\}", first)
-            assert path, f"{block.where}: a prompt block starts with {{# its/path.j2 #}}"
-            saved.append((path.group(1), block.body))
-    return [(p, c) for p, c in saved if block_filter in p]
 
 
 @pytest.fixture
@@ -268,7 +284,12 @@ def test_each_command_runs_as_written(
     monkeypatch: pytest.MonkeyPatch,
     request: pytest.FixtureRequest,
 ) -> None:
-    if "dataset=mlflow_traces" in line:  # the store a traced app filled, where the run looks: ./mlflow.db
+    for script in _saved_scripts(block):  # the README's own traced app fills ./mlflow.db
+        done = subprocess.run(
+            [sys.executable, *script.split()[1:]], cwd=workdir, capture_output=True, text=True, check=False
+        )
+        assert done.returncode == 0, f"{block.where}: `{script}` failed:\n{done.stderr[-3000:]}"
+    if "dataset=mlflow_traces" in line and not _saved_scripts(block):  # a traced app's store: ./mlflow.db
         store = request.getfixturevalue("traced_store")
         (workdir / "mlflow.db").write_bytes(Path(store.uri.removeprefix("sqlite:///")).read_bytes())
     # Judges named by preset alone (a panel's `models=[gpt,claude]`) reach a constrained decoder over

@@ -6,7 +6,6 @@ side by side. Screenshots go to test-artifacts/ for a person to look at."""
 from __future__ import annotations
 
 import json
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,20 +15,11 @@ import pytest
 
 from evalframe.paths import SAMPLE_DATASET as SAMPLE
 from tests.conftest import fake_model, run_cli, sweep_runs
+from tests.e2e.browser import ARTIFACTS, click, close_assistant, wait_for_text
 from tests.mlflow_server import mlflow_server as mlflow_server_on
-from tests.system_packages import require
 from tests.testserver import FakeLLMServer
 
 pytestmark = pytest.mark.slow
-
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
-CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
-WAIT = 90  # seconds for a page to render: two cores shared with the server and the sweep
-
-
-@pytest.fixture(scope="session")
-def chromium() -> None:
-    require(["chromium", "chromium-driver"], [CHROMIUM, CHROMEDRIVER])
 
 
 @pytest.fixture(scope="module")
@@ -38,71 +28,6 @@ def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     root = tmp_path_factory.mktemp("mlflow-server")
     with mlflow_server_on(f"sqlite:///{root / 'mlflow.db'}", root) as url:
         yield url
-
-
-@pytest.fixture
-def browser(chromium: None) -> Iterator[Any]:
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    profile = tempfile.mkdtemp(prefix="chromium-")
-    for arg in (
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-component-update",
-        "--disable-sync",
-        f"--user-data-dir={profile}",
-        "--window-size=2000,1100",
-    ):
-        options.add_argument(arg)
-    # The driver's path is given, so selenium never tries to download one.
-    driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
-    try:
-        yield driver
-    finally:
-        driver.quit()
-
-
-def _wait_for_text(driver: Any, *texts: str) -> str:
-    """The page's visible text once every one of `texts` is on it (the UI renders asynchronously)."""
-    from selenium.common.exceptions import TimeoutException
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    def body() -> str:
-        return str(driver.find_element(By.TAG_NAME, "body").text)
-
-    try:
-        WebDriverWait(driver, WAIT).until(lambda d: all(t in body() for t in texts))
-    except TimeoutException:
-        ARTIFACTS.mkdir(exist_ok=True)
-        driver.save_screenshot(str(ARTIFACTS / "failed.png"))
-        missing = [t for t in texts if t not in body()]
-        raise AssertionError(f"not on the page after {WAIT}s: {missing}\n{body()[:2000]}") from None
-    return body()
-
-
-def _click(driver: Any, element: Any) -> None:
-    """A real pointer click: the UI's tabs react to pointer events, not to element.click() from script."""
-    from selenium.webdriver.common.action_chains import ActionChains
-
-    driver.execute_script("arguments[0].scrollIntoView({block: 'center', inline: 'center'})", element)
-    ActionChains(driver).move_to_element(element).click().perform()
-
-
-def _close_assistant(driver: Any, url: str) -> None:
-    """The UI opens its chat assistant on first load, over a third of the page: remember it closed."""
-    driver.get(url)
-    driver.execute_script(
-        "localStorage.setItem('mlflow.assistant.fab.autoOpenedOnFirstLoad_v1', 'true');"
-        "localStorage.setItem('mlflow.assistant.panelOpen_v1', 'false');"
-    )
 
 
 def test_a_sweep_as_a_person_sees_it_in_the_mlflow_ui(
@@ -144,14 +69,14 @@ def test_a_sweep_as_a_person_sees_it_in_the_mlflow_ui(
 
     ARTIFACTS.mkdir(exist_ok=True)
     ids = [c.info.run_id for c in children]
-    _close_assistant(browser, mlflow_server)
+    close_assistant(browser, mlflow_server)
     experiment_id = parent.info.experiment_id
 
     # 1. The compare page: both child runs, the swept parameter and its two values.
     browser.get(
         f"{mlflow_server}/#/compare-runs?runs={json.dumps(ids)}&experiments={json.dumps([experiment_id])}"
     )
-    text = _wait_for_text(browser, "Comparing 2 Runs", *ids, children[0].info.run_name)
+    text = wait_for_text(browser, "Comparing 2 Runs", *ids, children[0].info.run_name)
     lines = text.splitlines()
     assert any(line.split() == ["penalties.semantic_threshold", "0.6", "0.9"] for line in lines), text[:3000]
     browser.save_screenshot(str(ARTIFACTS / "compare.png"))
@@ -159,7 +84,7 @@ def test_a_sweep_as_a_person_sees_it_in_the_mlflow_ui(
     # 2. Per item: "Evaluation runs", one run compared to another, one row per input with both scores.
     base = f"{mlflow_server}/#/experiments/{experiment_id}/evaluation-runs"
     browser.get(f"{base}?selectedRunUuid={ids[0]}&compareToRunUuid={ids[1]}")
-    _wait_for_text(browser, "Comparing", "28 of 28")
+    wait_for_text(browser, "Comparing", "28 of 28")
     browser.save_screenshot(str(ARTIFACTS / "evaluation_runs.png"))
     # Every row is paired with the same row of the other run, also the rows that ask the same question
     # (each trace's request names its row id): scrolled through, no input shows `null` for a side.
@@ -199,12 +124,12 @@ def test_a_sweep_as_a_person_sees_it_in_the_mlflow_ui(
     browser.get(
         f"{base}?selectedRunUuid={ids[0]}&compareToRunUuid={ids[1]}&selectedEvaluationId={trace.info.trace_id}"
     )
-    _wait_for_text(browser, "Comparing 2 traces", question)
-    _click(
+    wait_for_text(browser, "Comparing 2 traces", question)
+    click(
         browser, browser.find_element(By.XPATH, "//*[@role='tab' and normalize-space()='Details & Timeline']")
     )
-    _wait_for_text(browser, "Trace breakdown")
+    wait_for_text(browser, "Trace breakdown")
     for tab in browser.find_elements(By.XPATH, "//*[@role='tab' and normalize-space()='Assessments']"):
-        _click(browser, tab)
-    _wait_for_text(browser, *reasons)
+        click(browser, tab)
+    wait_for_text(browser, *reasons)
     browser.save_screenshot(str(ARTIFACTS / "per_item.png"))
