@@ -30,19 +30,9 @@ ROOT = Path(__file__).resolve().parents[1]
 EXPERIMENT = "bench-rag-app"
 
 SEED = """
-import sys, mlflow
+import sys
 from tests import traced_app
-mlflow.set_tracking_uri(sys.argv[1])
-mlflow.set_experiment(sys.argv[2])
-for i in range(int(sys.argv[3])):
-    question = traced_app.QUESTIONS[i % len(traced_app.QUESTIONS)]
-    try:
-        traced_app.answer(f"{question} (asked {i} times)")
-    except ValueError:
-        pass
-    if i % 200 == 199:  # MLflow's export queue drops the spans of traces beyond its size
-        mlflow.flush_trace_async_logging()
-mlflow.flush_trace_async_logging()
+traced_app.ask(sys.argv[1], sys.argv[2], int(sys.argv[3]))
 """
 
 READ = """

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import sys
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import Any
 
 from evalframe import redaction
 from evalframe.data import judged, rows as data, splits
-from evalframe.errors import EXIT_INTERRUPTED, EXIT_OK, ConfigError
+from evalframe.errors import EXIT_INTERRUPTED, EXIT_OK
 from evalframe.models.cache import Cache
 from evalframe.models.context import Context
 from evalframe.report import console as report, html as html_report
@@ -26,7 +27,7 @@ from evalframe.results import agreement, gate, intervals, objective as objective
 from evalframe.results.journal import Journal
 from evalframe.results.nouns import RAW_REPLY_LIMIT, ItemResult, Objective, ScoreResult
 from evalframe.results.run import RunResult
-from evalframe.run import flow, reuse, sources, tracked
+from evalframe.run import build, flow, reuse, sources, tracked
 from evalframe.scorers.base import Scorer, bound_work
 from evalframe.targets.base import Target
 from evalframe.tracking import live_traces, sweeps
@@ -42,6 +43,7 @@ class Plan:
     rows: data.Rows  # validated; read again as the run executes
     inputs: str = ""  # digest of the rows' content and the target's prompt or code: what resume checks
     unjudged: judged.Unjudged | None = None  # the rows, less those whose traces carry every verdict
+    started: float = 0.0  # when the run started (seconds since the epoch): a trace dataset's window ends
 
 
 @dataclass
@@ -57,46 +59,22 @@ class Given:
     cache: Cache | None = None  # the replies to serve instead of the judge cache's (a re-score's)
 
 
-def _build(spec: Mapping[str, Any], where: str) -> Any:
-    """Build the object a config node's `_target_` names; errors say which key to fix."""
-    from hydra.utils import get_class
-
-    kwargs = {k: v for k, v in spec.items() if not k.startswith("_")}
-    try:
-        cls = get_class(spec["_target_"])
-    except Exception:
-        raise ConfigError(f"{where}._target_={spec.get('_target_')!r} is not an importable class") from None
-    try:
-        return cls(**kwargs)
-    except TypeError as e:
-        raise ConfigError(f"{where}: {e}; check the keys of {where}") from None
-
-
-def plan(config: dict[str, Any], given: Given | None = None) -> Plan:
-    """Build target and scorers, check credentials, read and validate every row and prompt."""
+def plan(config: dict[str, Any], given: Given | None = None, started: float | None = None) -> Plan:
+    """Build target and scorers, check credentials, read and validate every row and prompt. `started`
+    (seconds since the epoch; None: now) is when the run started, which a trace dataset's time window
+    counts from: a resumed run passes its first start, so it reads the traces the run started on."""
     given = given or Given()
-    scorer_specs = config.get("scorers") or {}
-    if not scorer_specs:
-        raise ConfigError("no scorer selected; choose one, e.g. scorer=answer_similarity")
-    scorers: dict[str, Scorer] = {}
-    for name, spec in scorer_specs.items():
-        scorer = given.scorers[name] if name in given.scorers else _build(spec, f"scorers.{name}")
-        scorer.name = name
-        scorers[name] = scorer
-    target: Target = given.target if given.target is not None else _build(config["target"], "target")
+    started = time.time() if started is None else started
+    scorers = build.scorers(config, given.scorers)
+    target = build.target(config, given.target)
     live_traces.attach(target)  # a traced function's calls: their traces read (tracking reads MLflow)
     bound_work(scorers, None, config.get("max_judgments"))  # judges x repeats alone: before reading rows
-    # Credentials first: a missing key is the most common mistake and costs nothing to find (a
-    # re-score, whose replies are all stored, asks no model and needs none).
-    if given.cache is None or given.cache.asks_models:
-        for model in target.models():
-            model.check_credentials("target.model")
-        for model in {m for s in scorers.values() for m in s.models()}:
-            model.check_credentials("model")
+    if given.cache is None or given.cache.asks_models:  # (a re-score's replies are all stored: no key)
+        build.check_credentials(target, scorers)
     if given.rows is not None:
         rows = data.Rows.of(given.rows, given.source)
     else:
-        rows = sources.rows(config["dataset"], config.get("tracking"))
+        rows = sources.rows(config["dataset"], config.get("tracking"), started)
     rows = unjudged = reuse.unjudged(rows, config, scorers, target)  # traces judged already: skipped
     needs = [(name, need) for name, scorer in scorers.items() for need in scorer.required()]
     columns = data.column_names(config.get("dataset") or {})
@@ -113,7 +91,7 @@ def plan(config: dict[str, Any], given: Given | None = None) -> Plan:
     for scorer in scorers.values():
         scorer.validate(target.sample(first))
     inputs = hashlib.sha256(f"{rows.digest}\n{target.identity()}".encode()).hexdigest()[:16]
-    return Plan(config, target, scorers, rows, inputs, unjudged)
+    return Plan(config, target, scorers, rows, inputs, unjudged, started)
 
 
 async def execute(
@@ -186,13 +164,14 @@ def evaluate(
     write report.html, gate and log to MLflow. Returns the result and the exit code (gate, unscored
     rate, tracking). `annotate` gives tags for the MLflow run once the result is known."""
     redaction.remember(config)  # the command line did too; the Python API starts here
-    p, nothing = reuse.planned(lambda: plan(config, given), list(config.get("scorers") or {}))
+    journal = Journal(resume_from or output_dir)
+    started = journal.started_at() if resume_from else None  # a resumed run reads the same traces
+    p, nothing = reuse.planned(lambda: plan(config, given, started), list(config.get("scorers") or {}))
     if nothing is not None:  # every trace carries every scorer's verdict already: a clean end, no run
         return nothing, EXIT_OK
     objective = objectives.of_config(config)  # a typo in objective.metric must not cost a sweep
     gate_cfg = config.get("gate") or {}
     gate.validate(gate_cfg, list(p.scorers), {n for n, s in p.scorers.items() if s.better == "lower"})
-    journal = Journal(resume_from or output_dir)
     done = [i for i in journal.resumed(p.inputs) if set(i.scores) == set(p.scorers)] if resume_from else []
     if resume_from:
         print(f"resuming {resume_from}: {len(done)} of {len(p.rows)} items already done", file=sys.stderr)
@@ -203,7 +182,7 @@ def evaluate(
         run_dir=journal.directory,
     )
     digests = p.unjudged.digests if p.unjudged else {}  # onto the verdicts, also when logged later
-    journal.start(config, len(p.rows), resume_from is not None, overrides, p.inputs, digests)
+    journal.start(config, len(p.rows), resume_from is not None, overrides, p.inputs, digests, p.started)
     todo = len(p.rows) - len(done)
     html_report.preload()  # while the models answer: the report at the end then starts at once
     intervals.preload()  # and so do its confidence intervals

@@ -11,42 +11,15 @@ from typing import Any
 
 from tests.conftest import fake_model, run_cli
 from tests.scripted import ScriptedModel
-from tests.traced_app import EXPERIMENT, Seeded
+from tests.traced_app import Seeded, verdicts
 
 BOTH = "scorer=[faithfulness,tool_call_accuracy]"
 
 
 def evalframe(store: Seeded, scripted: ScriptedModel, cwd: Path, *args: str, **env: str) -> Any:
-    done = run_cli(
-        [
-            "dataset=mlflow_traces",
-            f"dataset.experiment={EXPERIMENT}",
-            *fake_model(scripted),
-            f"tracking.uri={store.uri}",
-            *args,
-        ],
-        cwd,
-        env=env,
-    )
+    done = run_cli([*store.overrides(), *fake_model(scripted), *args], cwd, env=env)
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stdout + done.stderr
     return done
-
-
-def verdicts(store: Seeded) -> dict[str, Counter[str]]:
-    """The valid evalframe feedbacks on each trace, counted by name (traces with none left out)."""
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(store.uri)
-    found: dict[str, Counter[str]] = {}
-    for trace in client.search_traces(locations=[store.experiment_id], include_spans=False, max_results=500):
-        names = Counter(
-            a.name
-            for a in trace.info.assessments
-            if a.feedback is not None and a.valid and "evalframe.digest" in (a.metadata or {})
-        )
-        if names:
-            found[trace.info.trace_id] = names
-    return found
 
 
 def test_one_verdict_per_scorer_on_each_ok_trace_none_on_errors_and_none_twice(

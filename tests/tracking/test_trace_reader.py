@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from evalframe.data.rows import Row, ToolCall
+from evalframe.data.rows import ToolCall
 from evalframe.errors import ConfigError, TrackingError
 from evalframe.run import sources
 from evalframe.tracking import trace_reader
@@ -22,18 +22,12 @@ from tests.scripted import ScriptedModel
 from tests.traced_app import EXPERIMENT, Seeded
 
 
-def read(store: Seeded, *overrides: str) -> list[Row]:
-    """The rows `dataset=mlflow_traces` gives on the store, read as the pipeline reads them."""
-    cfg = compose(["dataset=mlflow_traces", f"dataset.experiment={store.experiment}", *overrides])
-    return list(iter(sources.rows(cfg["dataset"], {"uri": store.uri})))
-
-
 def iso(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, timezone.utc).isoformat()
 
 
 def test_each_ok_trace_is_a_row_oldest_first_with_its_fields_from_the_spans(traced_store: Seeded) -> None:
-    rows = read(traced_store)
+    rows = traced_store.rows()
     assert [r.id for r in rows] == traced_store.ok  # status OK by default: the 6 ERROR traces are left out
     for n, row in enumerate(rows):
         documents = traced_store.documents[row.id]
@@ -133,17 +127,17 @@ def test_the_record_is_the_shared_shape(traced_store: Seeded) -> None:
 def test_the_store_filters_and_the_reader_caps(
     traced_store: Seeded, overrides: list[str], expected: Any
 ) -> None:
-    assert [r.id for r in read(traced_store, *overrides)] == expected(traced_store)
+    assert [r.id for r in traced_store.rows(*overrides)] == expected(traced_store)
 
 
 def test_since_and_until_cut_at_a_traces_time(traced_store: Seeded) -> None:
     import mlflow
 
     tenth = mlflow.MlflowClient(traced_store.uri).get_trace(traced_store.ids[10]).info.request_time
-    assert [r.id for r in read(traced_store, "dataset.status=null", f"dataset.until={iso(tenth)}")] == (
+    assert [r.id for r in traced_store.rows("dataset.status=null", f"dataset.until={iso(tenth)}")] == (
         traced_store.ids[:10]
     )
-    assert [r.id for r in read(traced_store, "dataset.status=null", f"dataset.since={iso(tenth)}")] == (
+    assert [r.id for r in traced_store.rows("dataset.status=null", f"dataset.since={iso(tenth)}")] == (
         traced_store.ids[10:]
     )
 
@@ -162,11 +156,11 @@ def test_the_reader_pages_and_every_page_gives_the_same_rows(
         return page
 
     monkeypatch.setattr(MlflowClient, "search_traces", counted)
-    paged = read(traced_store, "dataset.page_size=4")
+    paged = traced_store.rows("dataset.page_size=4")
     assert asked == [4] * 7 + [2]  # 30 traces, four at a time: never more than a page in hand
-    assert [r.id for r in paged] == traced_store.ok == [r.id for r in read(traced_store)]
+    assert [r.id for r in paged] == traced_store.ok == [r.id for r in traced_store.rows()]
     asked.clear()
-    read(traced_store, "dataset.page_size=4", "dataset.limit=6")
+    traced_store.rows("dataset.page_size=4", "dataset.limit=6")
     assert asked == [4, 4]  # a limit stops asking once it is reached
 
 
@@ -180,40 +174,34 @@ def test_a_second_read_gives_the_same_traces_while_the_app_goes_on(traced_store:
         traced_app.answer(traced_app.QUESTIONS[0])  # a new trace, after the first read
         mlflow.flush_trace_async_logging()
     assert [r.id for r in rows] == first == traced_store.ok  # the window was pinned when the rows were made
-    assert len(read(traced_store)) == len(first) + 1  # a new read sees it
+    assert len(traced_store.rows()) == len(first) + 1  # a new read sees it
 
 
 def test_samples_nest_and_a_salt_keeps_its_sample(traced_store: Seeded) -> None:
     quarter = [
         r.id
-        for r in read(
-            traced_store, "dataset.status=null", "dataset.sample.rate=0.25", "dataset.sample.salt=a"
-        )
+        for r in traced_store.rows("dataset.status=null", "dataset.sample.rate=0.25", "dataset.sample.salt=a")
     ]
     half = [
         r.id
-        for r in read(traced_store, "dataset.status=null", "dataset.sample.rate=0.5", "dataset.sample.salt=a")
+        for r in traced_store.rows("dataset.status=null", "dataset.sample.rate=0.5", "dataset.sample.salt=a")
     ]
     assert set(quarter) < set(half) < set(traced_store.ids) and quarter
     again = [
         r.id
-        for r in read(
-            traced_store, "dataset.status=null", "dataset.sample.rate=0.25", "dataset.sample.salt=a"
-        )
+        for r in traced_store.rows("dataset.status=null", "dataset.sample.rate=0.25", "dataset.sample.salt=a")
     ]
     assert again == quarter
     other = [
         r.id
-        for r in read(
-            traced_store, "dataset.status=null", "dataset.sample.rate=0.25", "dataset.sample.salt=b"
-        )
+        for r in traced_store.rows("dataset.status=null", "dataset.sample.rate=0.25", "dataset.sample.salt=b")
     ]
     assert other != quarter
 
 
 def test_an_experiment_by_id_and_a_human_score_from_a_persons_feedback(traced_store: Seeded) -> None:
-    rows = read(
-        traced_store, f"dataset.experiment={traced_store.experiment_id}", "dataset.human_score=helpfulness"
+    rows = traced_store.rows(
+        f"dataset.experiment={traced_store.experiment_id}", "dataset.human_score=helpfulness"
     )
     assert [r.id for r in rows] == traced_store.ok
     # n/9 for the n-th rated trace: a judge's feedback of the same name on the first is not a person's
