@@ -34,7 +34,7 @@ import os
 import re
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -134,6 +134,20 @@ def feedbacks(store: Seeded) -> dict[str, list[Any]]:
         if mine:
             found[trace.info.trace_id] = sorted(mine, key=lambda a: a.create_time_ms)
     return found
+
+
+def documents_prompt(score: Mapping[str, Any]) -> str:
+    """The prompt of a journaled faithfulness score's step that shows the judge the retrieved documents."""
+    [prompt] = [
+        m["content"] for s in score["steps"] for m in s["messages"] if "Retrieved documents" in m["content"]
+    ]
+    return str(prompt)
+
+
+def in_rank_order(prompt: str, documents: list[str]) -> bool:
+    """Whether the prompt holds every document, best first."""
+    at = [prompt.index(d) for d in documents]
+    return at == sorted(at)
 
 
 def verdicts(store: Seeded) -> dict[str, Counter[str]]:

@@ -1,6 +1,6 @@
-"""The pipeline, top to bottom: plan (config -> target, scorers, validated rows), execute (rows ->
-outputs -> scores, journaled item by item), aggregate (agreement, objective), then the results go to
-the console, report.html and MLflow.
+"""The pipeline, top to bottom: plan (config -> target, scorers, validated rows: evalframe.run.planning),
+execute (rows -> outputs -> scores, journaled item by item), aggregate (agreement, objective), then the
+results go to the console, report.html and MLflow.
 
 Everything that can be checked is checked before the first model call: config, credentials, every
 dataset row and every prompt template.
@@ -9,16 +9,13 @@ dataset row and every prompt template.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import sys
-import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from evalframe import redaction
-from evalframe.data import judged, rows as data, splits
+from evalframe.data import rows as data
 from evalframe.errors import EXIT_INTERRUPTED, EXIT_OK
 from evalframe.models.cache import Cache
 from evalframe.models.context import Context
@@ -27,71 +24,9 @@ from evalframe.results import agreement, gate, intervals, objective as objective
 from evalframe.results.journal import Journal
 from evalframe.results.nouns import RAW_REPLY_LIMIT, ItemResult, Objective, ScoreResult
 from evalframe.results.run import RunResult
-from evalframe.run import build, flow, reuse, sources, tracked
-from evalframe.scorers.base import Scorer, bound_work
-from evalframe.targets.base import Target
-from evalframe.tracking import live_traces, sweeps
-
-
-@dataclass
-class Plan:
-    """A validated evaluation, ready to run."""
-
-    config: dict[str, Any]
-    target: Target
-    scorers: dict[str, Scorer]
-    rows: data.Rows  # validated; read again as the run executes
-    inputs: str = ""  # digest of the rows' content and the target's prompt or code: what resume checks
-    unjudged: judged.Unjudged | None = None  # the rows, less those whose traces carry every verdict
-    started: float = 0.0  # when the run started (seconds since the epoch): a trace dataset's window ends
-
-
-@dataclass
-class Given:
-    """What the caller already holds, used instead of building it from the config and checked the same
-    way: the Python API's function, scorer objects and in-memory rows; a re-score's stored outputs,
-    rows and judge replies."""
-
-    target: Target | None = None
-    scorers: Mapping[str, Scorer] = field(default_factory=dict)
-    rows: list[data.Row] | None = None
-    source: str = "data"  # what errors call the in-memory rows
-    cache: Cache | None = None  # the replies to serve instead of the judge cache's (a re-score's)
-
-
-def plan(config: dict[str, Any], given: Given | None = None, started: float | None = None) -> Plan:
-    """Build target and scorers, check credentials, read and validate every row and prompt. `started`
-    (seconds since the epoch; None: now) is when the run started, which a trace dataset's time window
-    counts from: a resumed run passes its first start, so it reads the traces the run started on."""
-    given = given or Given()
-    started = time.time() if started is None else started
-    scorers = build.scorers(config, given.scorers)
-    target = build.target(config, given.target)
-    live_traces.attach(target)  # a traced function's calls: their traces read (tracking reads MLflow)
-    bound_work(scorers, None, config.get("max_judgments"))  # judges x repeats alone: before reading rows
-    if given.cache is None or given.cache.asks_models:  # (a re-score's replies are all stored: no key)
-        build.check_credentials(target, scorers)
-    if given.rows is not None:
-        rows = data.Rows.of(given.rows, given.source)
-    else:
-        rows = sources.rows(config["dataset"], config.get("tracking"), started)
-    rows = unjudged = reuse.unjudged(rows, config, scorers, target)  # traces judged already: skipped
-    needs = [(name, need) for name, scorer in scorers.items() for need in scorer.required()]
-    columns = data.column_names(config.get("dataset") or {})
-
-    def check(window: list[data.Row]) -> None:
-        target.validate(window, rows.source)
-        for name, need in target.from_rows(needs):  # not those a live target hands over
-            data.require(window, rows.source, need, f"scorer {name} needs", columns[need])
-
-    first = rows.validate(check, data.window_size(config))  # the whole file, one pass, before any call
-    if given.rows is None:  # (rows given as they are, the API's or a re-score's, are never split)
-        rows = splits.tune_part(rows, config.get("tune") or {})
-    bound_work(scorers, len(rows), config.get("max_judgments"))
-    for scorer in scorers.values():
-        scorer.validate(target.sample(first))
-    inputs = hashlib.sha256(f"{rows.digest}\n{target.identity()}".encode()).hexdigest()[:16]
-    return Plan(config, target, scorers, rows, inputs, unjudged, started)
+from evalframe.run import flow, reuse, tracked
+from evalframe.run.planning import Given, Plan, plan
+from evalframe.tracking import sweeps
 
 
 async def execute(
@@ -172,17 +107,13 @@ def evaluate(
     objective = objectives.of_config(config)  # a typo in objective.metric must not cost a sweep
     gate_cfg = config.get("gate") or {}
     gate.validate(gate_cfg, list(p.scorers), {n for n, s in p.scorers.items() if s.better == "lower"})
-    done = [i for i in journal.resumed(p.inputs) if set(i.scores) == set(p.scorers)] if resume_from else []
-    if resume_from:
-        print(f"resuming {resume_from}: {len(done)} of {len(p.rows)} items already done", file=sys.stderr)
+    done = _journal(p, journal, resume_from is not None, overrides)
     cache_cfg = config.get("cache") or {}
     ctx = Context(
         limiter=asyncio.Semaphore(int(config.get("concurrency", 8))),
         cache=(given and given.cache) or Cache(cache_cfg.get("mode", "readwrite"), cache_cfg.get("dir")),
         run_dir=journal.directory,
     )
-    digests = p.unjudged.digests if p.unjudged else {}  # onto the verdicts, also when logged later
-    journal.start(config, len(p.rows), resume_from is not None, overrides, p.inputs, digests, p.started)
     todo = len(p.rows) - len(done)
     html_report.preload()  # while the models answer: the report at the end then starts at once
     intervals.preload()  # and so do its confidence intervals
@@ -213,6 +144,19 @@ def evaluate(
     if job is not None:
         report.job(job, sweeps.job_label(), result.objective, code or logged)
     return result, code or logged
+
+
+def _journal(p: Plan, journal: Journal, resume: bool, overrides: list[str] | None) -> list[ItemResult]:
+    """Start the run's journal, or continue a resumed run's: its rows checked to be those it started on,
+    and the items it finished (by every scorer), which are not scored again."""
+    done = [i for i in journal.resumed(p.inputs) if set(i.scores) == set(p.scorers)] if resume else []
+    if resume:
+        print(
+            f"resuming {journal.directory}: {len(done)} of {len(p.rows)} items already done", file=sys.stderr
+        )
+    digests = p.unjudged.digests if p.unjudged else {}  # onto the verdicts, also when logged later
+    journal.start(p.config, len(p.rows), resume, overrides, p.inputs, digests, p.started)
+    return done
 
 
 def aggregate(result: RunResult, config: Mapping[str, Any], objective: Objective) -> RunResult:

@@ -25,6 +25,11 @@ SCORERS = "scorer=[faithfulness,context_precision,exact_match]"
 FOUR = "dataset.limit=4"  # the first 4 OK traces: quick, and each has an expected answer (exact_match)
 
 
+def untracked(store: Seeded) -> list[str]:
+    """exact_match with no MLflow run (tracking=none): the traces' store named by dataset.tracking_uri."""
+    return ["scorer=exact_match", FOUR, "tracking=none", f"dataset.tracking_uri={store.uri}"]
+
+
 def evalframe(store: Seeded, cwd: Path, *args: str, **env: str) -> Any:
     result = run_cli([*store.overrides(), *args], cwd=cwd, env=env)
     assert "Traceback" not in result.stderr
@@ -164,12 +169,10 @@ def test_without_tracking_the_verdicts_are_still_written_unless_feedback_is_off(
     scripted: ScriptedModel, traced_store: Seeded, tmp_path: Path
 ) -> None:
     store = traced_store
-    # tracking=none: the traces' store is named by dataset.tracking_uri (there is no run's store).
-    args = ["scorer=exact_match", FOUR, "tracking=none", f"dataset.tracking_uri={store.uri}"]
-    off = evalframe(store, tmp_path, *args, "tracking.feedback=false")
+    off = evalframe(store, tmp_path, *untracked(store), "tracking.feedback=false")
     assert off.returncode == 0, off.stderr
     assert "verdicts" not in off.stderr and verdicts(store) == {}
-    on = evalframe(store, tmp_path, *args)
+    on = evalframe(store, tmp_path, *untracked(store))
     assert on.returncode == 0, on.stderr
     assert verdicts(store) == {t: Counter({"exact_match": 1}) for t in store.ok[:4]}
     assert all("evalframe.run_id" not in a.metadata for found in feedbacks(store).values() for a in found)
@@ -180,8 +183,7 @@ def test_a_run_logged_later_writes_its_verdicts_then(
     scripted: ScriptedModel, traced_store: Seeded, tmp_path: Path
 ) -> None:
     store = traced_store
-    args = ["scorer=exact_match", FOUR, "tracking=none", f"dataset.tracking_uri={store.uri}"]
-    done = evalframe(store, tmp_path, *args, "tracking.feedback=false")
+    done = evalframe(store, tmp_path, *untracked(store), "tracking.feedback=false")
     assert done.returncode == 0, done.stderr
     [directory] = [p.parent for p in (tmp_path / "outputs").rglob("run.json")]
     where = [f"tracking.uri={store.uri}", f"tracking.experiment={store.experiment}"]

@@ -4,7 +4,6 @@ alike, and judged end to end through the command line against the scripted judge
 
 from __future__ import annotations
 
-import json
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -267,57 +266,14 @@ def test_the_runs_own_store_is_the_default_and_dataset_tracking_uri_another(
 def test_a_trace_lacking_what_a_scorer_needs_is_named_before_any_call(
     traced_store: Seeded, scripted: ScriptedModel, tmp_path: Path
 ) -> None:
-    done = run_cli(
-        [
-            "dataset=mlflow_traces",
-            f"dataset.experiment={EXPERIMENT}",
-            "scorer=answer_similarity",  # needs a ground truth: only the first 20 OK traces have one
-            *fake_model(scripted),
-            f"tracking.uri={traced_store.uri}",
-        ],
-        tmp_path,
-    )
+    # answer_similarity needs a ground truth: only the first 20 OK traces have one.
+    done = run_cli([*traced_store.overrides(), "scorer=answer_similarity", *fake_model(scripted)], tmp_path)
     assert done.returncode == 2, done.stdout + done.stderr
     assert (
         f"MLflow experiment 'rag-app', line 21 (id {traced_store.ok[20]}): no ground_truth, which scorer "
         "answer_similarity needs (read from column 'expectation:expected_response')"
     ) in done.stderr
     assert "Traceback" not in done.stderr and scripted.count() == 0
-
-
-def test_faithfulness_judges_each_trace_on_its_own_documents_in_rank_order(
-    traced_store: Seeded, scripted: ScriptedModel, tmp_path: Path
-) -> None:
-    done = run_cli(
-        [
-            "dataset=mlflow_traces",
-            f"dataset.experiment={EXPERIMENT}",
-            "scorer=[faithfulness,tool_call_accuracy]",
-            "dataset.limit=20",  # the traces with expected tool calls
-            *fake_model(scripted),
-            f"tracking.uri={traced_store.uri}",
-        ],
-        tmp_path,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    [journal] = tmp_path.glob("outputs/*/*/results.jsonl")
-    items = {i["id"]: i for i in map(json.loads, journal.read_text().splitlines())}
-    assert sorted(items) == sorted(traced_store.ok[:20])  # journaled as each finishes
-    asked = {m["content"] for r in scripted.requests for m in r.messages}
-    for trace_id, item in items.items():
-        documents = [d.page_content for d in traced_store.documents[trace_id]]
-        faithfulness = item["scores"]["faithfulness"]
-        assert faithfulness["error"] is None, faithfulness
-        # Its verdict step's prompt, as the judge received it, lists the trace's documents in rank order.
-        [prompt] = [
-            m["content"]
-            for s in faithfulness["steps"]
-            for m in s["messages"]
-            if "Retrieved documents" in m["content"]
-        ]
-        assert prompt in asked
-        assert [prompt.index(d) for d in documents] == sorted(prompt.index(d) for d in documents), trace_id
-        assert items[trace_id]["scores"]["tool_call_accuracy"]["score"] == 1.0  # made what was expected
 
 
 def test_a_run_on_traces_is_rescored_from_its_stored_replies(
@@ -327,12 +283,10 @@ def test_a_run_on_traces_is_rescored_from_its_stored_replies(
 
     first = run_cli(
         [
-            "dataset=mlflow_traces",
-            f"dataset.experiment={EXPERIMENT}",
+            *traced_store.overrides(),
             "scorer=[faithfulness,tool_call_accuracy]",
             "dataset.limit=6",
             *fake_model(scripted),
-            f"tracking.uri={traced_store.uri}",
         ],
         tmp_path,
     )
@@ -362,16 +316,7 @@ def test_a_run_on_traces_is_a_dataset_again_with_its_contexts_and_trace_ids(
 ) -> None:
     from evalframe.run import earlier
 
-    first = run_cli(
-        [
-            "dataset=mlflow_traces",
-            f"dataset.experiment={EXPERIMENT}",
-            "scorer=tool_call_accuracy",
-            "dataset.limit=5",
-            f"tracking.uri={traced_store.uri}",
-        ],
-        tmp_path,
-    )
+    first = run_cli([*traced_store.overrides(), "scorer=tool_call_accuracy", "dataset.limit=5"], tmp_path)
     assert first.returncode == 0, first.stdout + first.stderr
     [run_dir] = tmp_path.glob("outputs/*/*")
     rows = list(iter(earlier.rows({"path": str(run_dir)})))
