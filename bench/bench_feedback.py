@@ -3,8 +3,9 @@
     python bench/bench_feedback.py                  # 1,000 traces, 3 feedbacks each, 1 and 4 writers
     python bench/bench_feedback.py --traces 200 --workers 1 2 4 8
 
-Seeds the traces of a small traced RAG app (a root span, a RETRIEVER span with ranked documents, an
-expectation), then writes two scorers' verdicts from a results.jsonl the way a run does
+Seeds the traces of the tests' traced RAG app (tests/traced_app.py: a root span, a RETRIEVER span with
+ranked documents, TOOL spans for some questions), reads them back as a run does (dataset=mlflow_traces),
+then writes two scorers' verdicts from a results.jsonl the way a run does
 (evalframe.tracking.feedback.write_back: a feedback per scorer on the trace, the per-chunk verdicts on
 the RETRIEVER span, the run linked to every trace 100 at a time), once per number of writers, each
 into a fresh copy of the seeded store; beside it, MLflow's own `mlflow.log_feedback` in a loop.
@@ -28,10 +29,15 @@ os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
 # Seeding exports each trace as it ends: MLflow's background queue drops traces made faster than it drains.
 os.environ.setdefault("MLFLOW_ENABLE_ASYNC_TRACE_LOGGING", "false")
 
+from evalframe.config.compose import compose, resolve  # noqa: E402
+from evalframe.data.rows import Row  # noqa: E402
 from evalframe.results.journal import Journal  # noqa: E402
 from evalframe.results.nouns import ItemResult, ScoreResult  # noqa: E402
+from evalframe.run import sources  # noqa: E402
 from evalframe.tracking import feedback  # noqa: E402
-from tests.tracking import traced_rows  # noqa: E402
+from tests import traced_app  # noqa: E402
+
+EXPERIMENT = traced_app.EXPERIMENT
 
 DIGESTS = {"context_precision": "c" * 16, "exact_match": "e" * 16}
 CONFIG_SCORERS = {"context_precision": {"model": {"name": "openai/gpt-4o-mini"}}, "exact_match": {}}
@@ -39,15 +45,21 @@ CONFIG_SCORERS = {"context_precision": {"model": {"name": "openai/gpt-4o-mini"}}
 
 def seeded(folder: Path, traces: int) -> Path:
     start = time.perf_counter()
-    traced_rows.seed(f"sqlite:///{folder / 'seed.db'}", traced_rows.EXPERIMENT, copies=-(-traces // 4))
+    traced_app.ask(f"sqlite:///{folder / 'seed.db'}", EXPERIMENT, traces)
     print(f"seeded {traces} traces in {time.perf_counter() - start:.1f} s (not timed below)")
     return folder / "seed.db"
+
+
+def read(uri: str) -> list[Row]:
+    """The store's traces as the rows of dataset=mlflow_traces (the reader a run uses)."""
+    cfg = resolve(compose(["dataset=mlflow_traces", f"dataset.experiment={EXPERIMENT}"]))
+    return list(iter(sources.rows(cfg["dataset"], {"uri": uri})))
 
 
 def results_file(folder: Path, uri: str) -> Path:
     """results.jsonl of a run that judged every trace with a ranking judge and a no-call scorer."""
     journal = Journal(folder / "run")
-    rows = list(traced_rows.read(uri, traced_rows.EXPERIMENT))
+    rows = read(uri)
     journal.start({}, len(rows))
     for row in rows:
         chunks = [{"reason": "it says so", "verdict": "relevant"} for _ in row.contexts or []]
@@ -81,7 +93,7 @@ def bench_write_back(seed: Path, folder: Path, workers: int) -> None:
     uri = f"sqlite:///{db}"
     results = results_file(folder / f"w{workers}", uri)
     client = MlflowClient(uri)
-    experiment = client.get_experiment_by_name(traced_rows.EXPERIMENT)
+    experiment = client.get_experiment_by_name(EXPERIMENT)
     assert experiment is not None
     run = client.create_run(experiment.experiment_id)
     config = {"scorers": CONFIG_SCORERS, "tracking": {"uri": uri}}
@@ -105,7 +117,7 @@ def bench_log_feedback(seed: Path, folder: Path) -> None:
     db = folder / "plain.db"
     shutil.copy(seed, db)
     uri = f"sqlite:///{db}"
-    ids = [row.trace_id for row in traced_rows.read(uri, traced_rows.EXPERIMENT)]
+    ids = [row.trace_id for row in read(uri)]
     with fluent_store(uri):
         start = time.perf_counter()
         for trace_id in ids:

@@ -16,7 +16,7 @@ from evalframe.config.compose import compose, resolve
 from evalframe.errors import ConfigError
 from evalframe.paths import CONF_DIR
 from evalframe.results.objective import of_config
-from evalframe.run import pipeline
+from evalframe.run import planning
 from evalframe.scorers.base import JudgeScorer, Scorer
 from evalframe.targets import Target
 
@@ -47,9 +47,9 @@ EMBEDDERS = ["local/all-MiniLM-L6-v2", "openai/text-embedding-3-small"]  # READM
 
 
 def built(spec: dict[str, Any], where: str, kind: type) -> Any:
-    """The object the run would build from `spec` (pipeline._build: get_class + kwargs), checked to be
+    """The object the run would build from `spec` (run.planning.build: get_class + kwargs), checked to be
     the class its `_target_` names."""
-    made = pipeline._build(spec, where)
+    made = planning.build(spec, where)
     assert type(made) is get_class(spec["_target_"]) and isinstance(made, kind), where
     return made
 

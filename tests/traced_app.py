@@ -33,7 +33,8 @@ import contextlib
 import os
 import re
 import time
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +42,8 @@ os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
 
 import mlflow
 from mlflow.entities import AssessmentSource, AssessmentSourceType, Document
+
+from evalframe.data.rows import Row
 
 EXPERIMENT = "rag-app"
 DOCUMENTS = [
@@ -97,6 +100,60 @@ class Seeded:
     documents: dict[str, list[Document]] = field(default_factory=dict)  # retrieved, in rank order
     tool_calls: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # made, in order
     questions: dict[str, str] = field(default_factory=dict)
+
+    def overrides(self) -> list[str]:
+        """A run's command line on these traces: dataset=mlflow_traces on the experiment, the run logged
+        to the same store (beside its traces, as a trace dataset's run goes by default)."""
+        return ["dataset=mlflow_traces", f"dataset.experiment={self.experiment}", f"tracking.uri={self.uri}"]
+
+    def rows(self, *overrides: str) -> list[Row]:
+        """The rows dataset=mlflow_traces reads from these traces (`overrides`: dataset.limit=4, ...),
+        read as a run reads them."""
+        from omegaconf import OmegaConf
+
+        from evalframe.config.compose import compose
+        from evalframe.run import sources
+
+        cfg = compose(["dataset=mlflow_traces", f"dataset.experiment={self.experiment}", *overrides])
+        dataset = OmegaConf.to_container(cfg.dataset, resolve=True)
+        assert isinstance(dataset, dict)
+        return list(iter(sources.rows({str(k): v for k, v in dataset.items()}, {"uri": self.uri})))
+
+
+def feedbacks(store: Seeded) -> dict[str, list[Any]]:
+    """The verdicts evalframe wrote onto the store's traces (the feedbacks carrying its digest), valid or
+    not, oldest first, by trace id; the traces without one left out."""
+    client = mlflow.MlflowClient(store.uri)
+    found: dict[str, list[Any]] = {}
+    for trace in client.search_traces(locations=[store.experiment_id], include_spans=False, max_results=500):
+        mine = [
+            a
+            for a in trace.info.assessments
+            if a.feedback is not None and "evalframe.digest" in (a.metadata or {})
+        ]
+        if mine:
+            found[trace.info.trace_id] = sorted(mine, key=lambda a: a.create_time_ms)
+    return found
+
+
+def documents_prompt(score: Mapping[str, Any]) -> str:
+    """The prompt of a journaled faithfulness score's step that shows the judge the retrieved documents."""
+    [prompt] = [
+        m["content"] for s in score["steps"] for m in s["messages"] if "Retrieved documents" in m["content"]
+    ]
+    return str(prompt)
+
+
+def in_rank_order(prompt: str, documents: list[str]) -> bool:
+    """Whether the prompt holds every document, best first."""
+    at = [prompt.index(d) for d in documents]
+    return at == sorted(at)
+
+
+def verdicts(store: Seeded) -> dict[str, Counter[str]]:
+    """How many valid verdicts of each scorer evalframe wrote onto each trace (those with none left out)."""
+    counted = {t: Counter(a.name for a in found if a.valid) for t, found in feedbacks(store).items()}
+    return {t: names for t, names in counted.items() if names}
 
 
 _COMMON = {"what", "about", "tell", "question", "have", "with", "from", "train", "trains", "they", "your"}
@@ -221,6 +278,18 @@ def seed(uri: str, experiment: str = EXPERIMENT, artifacts: str | None = None) -
         mlflow.flush_trace_async_logging()
         _assess(seeded)
         return seeded
+
+
+def ask(uri: str, experiment: str, count: int) -> None:
+    """Many traces for the benchmarks: the app asked `count` questions (QUESTIONS over and over, each
+    asked a little differently) into the store at `uri`; no expectations or feedback."""
+    with logging_to(uri, experiment):
+        for i in range(count):
+            with contextlib.suppress(ValueError):
+                answer(f"{QUESTIONS[i % len(QUESTIONS)]} (asked {i} times)")
+            if i % 200 == 199:  # MLflow's export queue drops the spans of traces beyond its size
+                mlflow.flush_trace_async_logging()
+        mlflow.flush_trace_async_logging()
 
 
 def _assess(seeded: Seeded) -> None:

@@ -2,7 +2,7 @@
 
 The arguments become the config `python -m evalframe` would compose (the same `conf/` groups and
 defaults, composed with Hydra), and what only code can hand over — a function as the target, scorer
-objects, rows in memory — goes to `pipeline.plan` as it is. So checks, journal, cache, scores and MLflow
+objects, rows in memory — goes to `planning.plan` as it is. So checks, journal, cache, scores and MLflow
 logging are the CLI's, byte for byte.
 
     result = evaluate(rows, ["answer_similarity", "token_f1"], target=my_agent, model="gpt")

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from omegaconf import DictConfig
 
     from evalframe.data.rows import Row
-    from evalframe.run.pipeline import Given
+    from evalframe.run.planning import Given
     from evalframe.scorers.base import Scorer
     from evalframe.targets.base import Target
 
@@ -173,7 +173,7 @@ def prepare(
     """Everything that can go wrong, found here, before any call: the config, the rows, the target."""
     from evalframe.data import rows as datasets
     from evalframe.results import journal
-    from evalframe.run.pipeline import Given
+    from evalframe.run.planning import Given
     from evalframe.targets.base import Target
     from evalframe.targets.python import PythonTarget
 

@@ -41,7 +41,8 @@ from evalframe.results.run import RunResult
 from evalframe.results.summary import fmt, fmt_interval
 from evalframe.run.earlier import row_of
 from evalframe.run.flow import run_async
-from evalframe.run.pipeline import Given, evaluate, execute, plan
+from evalframe.run.pipeline import evaluate, execute
+from evalframe.run.planning import Given, plan
 from evalframe.targets.base import Target
 from evalframe.tracking.log import OVERRIDES_TAG
 from evalframe.tracking.read import RESULTS_ARTIFACT, fetch_run

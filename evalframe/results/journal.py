@@ -28,6 +28,7 @@ VERDICTS = (
     "verdicts_written"  # in run.json once its verdicts are on their traces: log-run --again writes none
 )
 MANIFEST = "run.json"
+STARTED = "started_at"  # in run.json: when the run first started, kept when it is resumed
 TORN = "results.jsonl.torn"  # last lines cut short by a kill or a full disk, set aside on resume
 # Keys that do not change what a run computes: a run may be resumed or re-logged with other values.
 _NOT_FINGERPRINTED = (
@@ -135,11 +136,13 @@ class Journal:
         overrides: list[str] | None = None,
         inputs: str = "",
         digests: Mapping[str, str] | None = None,
+        started: float | None = None,
     ) -> None:
         """Begin (or, with resume, continue) the run's record; `inputs` is the digest of the rows and
         the target's prompt or code (the config's fingerprint cannot see a dataset file edited in place);
         `digests`, each scorer's verdict digest, go onto the verdicts written back onto traces, also
-        when `evalframe log-run` writes them later."""
+        when `evalframe log-run` writes them later; `started` is when the run first started (see
+        started_at)."""
         safe = redact(config)  # the manifest is a file on disk like any other: no secrets in it
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
@@ -152,6 +155,7 @@ class Journal:
                     "config": safe,
                     "overrides": redact_overrides(overrides or []),
                     "digests": dict(digests or {}),
+                    STARTED: started,
                 }
             )
             # Line-buffered: every finished item reaches the OS as soon as it is written, so SIGKILL
@@ -181,6 +185,13 @@ class Journal:
         self.check_inputs(inputs)
         self.set_aside_torn_line()
         return read_items(self.path)
+
+    def started_at(self) -> float | None:
+        """When the run being resumed first started (seconds since the epoch; None: not recorded). A
+        trace dataset's time window counts from it (dataset.until: null is that instant, 24h before
+        it), so a resumed run reads the traces it started on, not those logged since."""
+        started = self.manifest.get(STARTED)
+        return float(started) if isinstance(started, int | float) else None
 
     def check_inputs(self, inputs: str) -> None:
         """Before resuming: refuse when the rows or the target changed since the run started, or its

@@ -1,6 +1,6 @@
-"""The pipeline, top to bottom: plan (config -> target, scorers, validated rows), execute (rows ->
-outputs -> scores, journaled item by item), aggregate (agreement, objective), then the results go to
-the console, report.html and MLflow.
+"""The pipeline, top to bottom: plan (config -> target, scorers, validated rows: evalframe.run.planning),
+execute (rows -> outputs -> scores, journaled item by item), aggregate (agreement, objective), then the
+results go to the console, report.html and MLflow.
 
 Everything that can be checked is checked before the first model call: config, credentials, every
 dataset row and every prompt template.
@@ -9,16 +9,14 @@ dataset row and every prompt template.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import sys
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from evalframe import redaction
-from evalframe.data import judged, rows as data, splits
-from evalframe.errors import EXIT_INTERRUPTED, EXIT_OK, ConfigError
+from evalframe.data import rows as data
+from evalframe.errors import EXIT_INTERRUPTED, EXIT_OK
 from evalframe.models.cache import Cache
 from evalframe.models.context import Context
 from evalframe.report import console as report, html as html_report
@@ -26,94 +24,9 @@ from evalframe.results import agreement, gate, intervals, objective as objective
 from evalframe.results.journal import Journal
 from evalframe.results.nouns import RAW_REPLY_LIMIT, ItemResult, Objective, ScoreResult
 from evalframe.results.run import RunResult
-from evalframe.run import flow, reuse, sources, tracked
-from evalframe.scorers.base import Scorer, bound_work
-from evalframe.targets.base import Target
-from evalframe.tracking import live_traces, sweeps
-
-
-@dataclass
-class Plan:
-    """A validated evaluation, ready to run."""
-
-    config: dict[str, Any]
-    target: Target
-    scorers: dict[str, Scorer]
-    rows: data.Rows  # validated; read again as the run executes
-    inputs: str = ""  # digest of the rows' content and the target's prompt or code: what resume checks
-    unjudged: judged.Unjudged | None = None  # the rows, less those whose traces carry every verdict
-
-
-@dataclass
-class Given:
-    """What the caller already holds, used instead of building it from the config and checked the same
-    way: the Python API's function, scorer objects and in-memory rows; a re-score's stored outputs,
-    rows and judge replies."""
-
-    target: Target | None = None
-    scorers: Mapping[str, Scorer] = field(default_factory=dict)
-    rows: list[data.Row] | None = None
-    source: str = "data"  # what errors call the in-memory rows
-    cache: Cache | None = None  # the replies to serve instead of the judge cache's (a re-score's)
-
-
-def _build(spec: Mapping[str, Any], where: str) -> Any:
-    """Build the object a config node's `_target_` names; errors say which key to fix."""
-    from hydra.utils import get_class
-
-    kwargs = {k: v for k, v in spec.items() if not k.startswith("_")}
-    try:
-        cls = get_class(spec["_target_"])
-    except Exception:
-        raise ConfigError(f"{where}._target_={spec.get('_target_')!r} is not an importable class") from None
-    try:
-        return cls(**kwargs)
-    except TypeError as e:
-        raise ConfigError(f"{where}: {e}; check the keys of {where}") from None
-
-
-def plan(config: dict[str, Any], given: Given | None = None) -> Plan:
-    """Build target and scorers, check credentials, read and validate every row and prompt."""
-    given = given or Given()
-    scorer_specs = config.get("scorers") or {}
-    if not scorer_specs:
-        raise ConfigError("no scorer selected; choose one, e.g. scorer=answer_similarity")
-    scorers: dict[str, Scorer] = {}
-    for name, spec in scorer_specs.items():
-        scorer = given.scorers[name] if name in given.scorers else _build(spec, f"scorers.{name}")
-        scorer.name = name
-        scorers[name] = scorer
-    target: Target = given.target if given.target is not None else _build(config["target"], "target")
-    live_traces.attach(target)  # a traced function's calls: their traces read (tracking reads MLflow)
-    bound_work(scorers, None, config.get("max_judgments"))  # judges x repeats alone: before reading rows
-    # Credentials first: a missing key is the most common mistake and costs nothing to find (a
-    # re-score, whose replies are all stored, asks no model and needs none).
-    if given.cache is None or given.cache.asks_models:
-        for model in target.models():
-            model.check_credentials("target.model")
-        for model in {m for s in scorers.values() for m in s.models()}:
-            model.check_credentials("model")
-    if given.rows is not None:
-        rows = data.Rows.of(given.rows, given.source)
-    else:
-        rows = sources.rows(config["dataset"], config.get("tracking"))
-    rows = unjudged = reuse.unjudged(rows, config, scorers, target)  # traces judged already: skipped
-    needs = [(name, need) for name, scorer in scorers.items() for need in scorer.required()]
-    columns = data.column_names(config.get("dataset") or {})
-
-    def check(window: list[data.Row]) -> None:
-        target.validate(window, rows.source)
-        for name, need in target.from_rows(needs):  # not those a live target hands over
-            data.require(window, rows.source, need, f"scorer {name} needs", columns[need])
-
-    first = rows.validate(check, data.window_size(config))  # the whole file, one pass, before any call
-    if given.rows is None:  # (rows given as they are, the API's or a re-score's, are never split)
-        rows = splits.tune_part(rows, config.get("tune") or {})
-    bound_work(scorers, len(rows), config.get("max_judgments"))
-    for scorer in scorers.values():
-        scorer.validate(target.sample(first))
-    inputs = hashlib.sha256(f"{rows.digest}\n{target.identity()}".encode()).hexdigest()[:16]
-    return Plan(config, target, scorers, rows, inputs, unjudged)
+from evalframe.run import flow, reuse, tracked
+from evalframe.run.planning import Given, Plan, plan
+from evalframe.tracking import sweeps
 
 
 async def execute(
@@ -186,24 +99,21 @@ def evaluate(
     write report.html, gate and log to MLflow. Returns the result and the exit code (gate, unscored
     rate, tracking). `annotate` gives tags for the MLflow run once the result is known."""
     redaction.remember(config)  # the command line did too; the Python API starts here
-    p, nothing = reuse.planned(lambda: plan(config, given), list(config.get("scorers") or {}))
+    journal = Journal(resume_from or output_dir)
+    started = journal.started_at() if resume_from else None  # a resumed run reads the same traces
+    p, nothing = reuse.planned(lambda: plan(config, given, started), list(config.get("scorers") or {}))
     if nothing is not None:  # every trace carries every scorer's verdict already: a clean end, no run
         return nothing, EXIT_OK
     objective = objectives.of_config(config)  # a typo in objective.metric must not cost a sweep
     gate_cfg = config.get("gate") or {}
     gate.validate(gate_cfg, list(p.scorers), {n for n, s in p.scorers.items() if s.better == "lower"})
-    journal = Journal(resume_from or output_dir)
-    done = [i for i in journal.resumed(p.inputs) if set(i.scores) == set(p.scorers)] if resume_from else []
-    if resume_from:
-        print(f"resuming {resume_from}: {len(done)} of {len(p.rows)} items already done", file=sys.stderr)
+    done = _journal(p, journal, resume_from is not None, overrides)
     cache_cfg = config.get("cache") or {}
     ctx = Context(
         limiter=asyncio.Semaphore(int(config.get("concurrency", 8))),
         cache=(given and given.cache) or Cache(cache_cfg.get("mode", "readwrite"), cache_cfg.get("dir")),
         run_dir=journal.directory,
     )
-    digests = p.unjudged.digests if p.unjudged else {}  # onto the verdicts, also when logged later
-    journal.start(config, len(p.rows), resume_from is not None, overrides, p.inputs, digests)
     todo = len(p.rows) - len(done)
     html_report.preload()  # while the models answer: the report at the end then starts at once
     intervals.preload()  # and so do its confidence intervals
@@ -234,6 +144,19 @@ def evaluate(
     if job is not None:
         report.job(job, sweeps.job_label(), result.objective, code or logged)
     return result, code or logged
+
+
+def _journal(p: Plan, journal: Journal, resume: bool, overrides: list[str] | None) -> list[ItemResult]:
+    """Start the run's journal, or continue a resumed run's: its rows checked to be those it started on,
+    and the items it finished (by every scorer), which are not scored again."""
+    done = [i for i in journal.resumed(p.inputs) if set(i.scores) == set(p.scorers)] if resume else []
+    if resume:
+        print(
+            f"resuming {journal.directory}: {len(done)} of {len(p.rows)} items already done", file=sys.stderr
+        )
+    digests = p.unjudged.digests if p.unjudged else {}  # onto the verdicts, also when logged later
+    journal.start(p.config, len(p.rows), resume, overrides, p.inputs, digests, p.started)
+    return done
 
 
 def aggregate(result: RunResult, config: Mapping[str, Any], objective: Objective) -> RunResult:

@@ -12,11 +12,14 @@ from evalframe.run import earlier
 from evalframe.tracking import trace_reader
 
 
-def rows(cfg: Mapping[str, Any], tracking: Mapping[str, Any] | None = None) -> data.Rows:
+def rows(
+    cfg: Mapping[str, Any], tracking: Mapping[str, Any] | None = None, started: float | None = None
+) -> data.Rows:
     """The rows of the `dataset` config group, as a stream; `tracking` (the run's) says where the run's
-    own MLflow store is, which a trace dataset reads by default."""
+    own MLflow store is, which a trace dataset reads by default, and `started` (seconds since the
+    epoch; None: now) the instant its time window counts from."""
     if cfg.get("format") == "mlflow_traces":
-        return trace_reader.rows(cfg, tracking)
+        return trace_reader.rows(cfg, tracking, started)
     if cfg.get("format") == "run":
         return earlier.rows(cfg)
     return data.Rows.from_config(cfg)

@@ -1,7 +1,7 @@
 """dataset=mlflow_traces: the traces of an MLflow experiment read as rows. The store is asked for one
 page of traces at a time, oldest first, so memory holds a page, never the experiment; every read asks
 again (the pipeline reads its rows twice: to validate them, then to score them) with the time window
-pinned when the rows were made, so both reads give the same traces."""
+pinned when the run started, so both reads give the same traces (and so does a resumed run's)."""
 
 from __future__ import annotations
 
@@ -24,10 +24,13 @@ DEFAULT_STORE = "sqlite:///mlflow.db"
 SHOWN = 20  # experiments named in the error for one that is not there
 
 
-def rows(cfg: Mapping[str, Any], tracking: Mapping[str, Any] | None = None) -> data.Rows:
-    """The traces the `dataset` config selects, as a stream of rows. The store and the experiment are
-    checked here, at once; the traces are read when the rows are."""
-    query = Query.of(cfg, time.time())
+def rows(
+    cfg: Mapping[str, Any], tracking: Mapping[str, Any] | None = None, now: float | None = None
+) -> data.Rows:
+    """The traces the `dataset` config selects, as a stream of rows; its time window counts from `now`
+    (seconds since the epoch; None: the present). The store and the experiment are checked here, at
+    once; the traces are read when the rows are."""
+    query = Query.of(cfg, time.time() if now is None else now)
     traces.selectors(cfg)  # a typo in dataset.columns stops the run before the store is asked
     uri = store_uri(query.tracking_uri or run_store(tracking or {}))
     database = sqlite_path(uri)

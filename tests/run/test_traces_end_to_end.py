@@ -5,48 +5,22 @@ sample select."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from tests.conftest import fake_model, run_cli
 from tests.scripted import ScriptedModel
-from tests.traced_app import EXPERIMENT, Seeded
+from tests.traced_app import Seeded, documents_prompt, in_rank_order, verdicts
 
 BOTH = "scorer=[faithfulness,tool_call_accuracy]"
 
 
 def evalframe(store: Seeded, scripted: ScriptedModel, cwd: Path, *args: str, **env: str) -> Any:
-    done = run_cli(
-        [
-            "dataset=mlflow_traces",
-            f"dataset.experiment={EXPERIMENT}",
-            *fake_model(scripted),
-            f"tracking.uri={store.uri}",
-            *args,
-        ],
-        cwd,
-        env=env,
-    )
+    done = run_cli([*store.overrides(), *fake_model(scripted), *args], cwd, env=env)
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stdout + done.stderr
     return done
-
-
-def verdicts(store: Seeded) -> dict[str, Counter[str]]:
-    """The valid evalframe feedbacks on each trace, counted by name (traces with none left out)."""
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(store.uri)
-    found: dict[str, Counter[str]] = {}
-    for trace in client.search_traces(locations=[store.experiment_id], include_spans=False, max_results=500):
-        names = Counter(
-            a.name
-            for a in trace.info.assessments
-            if a.feedback is not None and a.valid and "evalframe.digest" in (a.metadata or {})
-        )
-        if names:
-            found[trace.info.trace_id] = names
-    return found
 
 
 def test_one_verdict_per_scorer_on_each_ok_trace_none_on_errors_and_none_twice(
@@ -59,6 +33,16 @@ def test_one_verdict_per_scorer_on_each_ok_trace_none_on_errors_and_none_twice(
     assert sorted(judged) == sorted(traced_store.ok[:20])
     assert all(names == Counter({"faithfulness": 1, "tool_call_accuracy": 1}) for names in judged.values())
     assert not set(judged) & set(traced_store.error)
+    [journal] = tmp_path.glob("outputs/*/*/results.jsonl")
+    items = {i["id"]: i for i in map(json.loads, journal.read_text().splitlines())}
+    asked = {m["content"] for r in scripted.requests for m in r.messages}
+    for trace_id, item in items.items():
+        assert item["scores"]["faithfulness"]["error"] is None, item["scores"]["faithfulness"]
+        # Its verdict step's prompt, as the judge received it, lists the trace's documents in rank order.
+        prompt = documents_prompt(item["scores"]["faithfulness"])
+        assert prompt in asked
+        assert in_rank_order(prompt, [d.page_content for d in traced_store.documents[trace_id]]), trace_id
+        assert item["scores"]["tool_call_accuracy"]["score"] == 1.0  # made the calls expected
 
     scripted.reset()  # another machine: an empty judge cache, the same store
     again = evalframe(

@@ -11,7 +11,7 @@ import pytest
 
 from evalframe.config.compose import compose, resolve
 from evalframe.paths import PROMPTS_DIR
-from evalframe.run import pipeline
+from evalframe.run import planning
 from evalframe.scorers import digest
 
 BASE = ["scorer=[answer_similarity,faithfulness,exact_match]", "model=gpt"]
@@ -19,7 +19,7 @@ BASE = ["scorer=[answer_similarity,faithfulness,exact_match]", "model=gpt"]
 
 def digests(*overrides: str) -> dict[str, str]:
     config = resolve(compose([*BASE, *overrides]))
-    scorers = {name: pipeline._build(spec, f"scorers.{name}") for name, spec in config["scorers"].items()}
+    scorers = {name: planning.build(spec, f"scorers.{name}") for name, spec in config["scorers"].items()}
     return digest.digests(config, scorers)
 
 
@@ -90,7 +90,7 @@ def test_no_credential_reaches_what_is_hashed(monkeypatch: pytest.MonkeyPatch) -
         "+model.extra.extra_headers.Authorization=Bearer tok-abcdefgh",
     ]
     config = resolve(compose(overrides))
-    scorers = {name: pipeline._build(spec, name) for name, spec in config["scorers"].items()}
+    scorers = {name: planning.build(spec, name) for name, spec in config["scorers"].items()}
     hashed = "".join(digest.payload(config, name, s) for name, s in scorers.items())
     for secret in ("sk-live-0123456789", "hunter2secret", "sk-extra-987654321", "tok-abcdefgh", "MY_KEY"):
         assert secret not in hashed
@@ -100,7 +100,7 @@ def test_no_credential_reaches_what_is_hashed(monkeypatch: pytest.MonkeyPatch) -
         "+model.extra.extra_headers.Authorization=Bearer other-5678",
     ]
     rotated: dict[str, Any] = resolve(compose([*overrides[:-2], *others]))
-    again = {name: pipeline._build(spec, name) for name, spec in rotated["scorers"].items()}
+    again = {name: planning.build(spec, name) for name, spec in rotated["scorers"].items()}
     assert digest.digests(rotated, again) == digest.digests(config, scorers)
 
 
@@ -111,5 +111,5 @@ def test_a_digest_is_the_same_in_another_process_for_the_same_settings() -> None
     assert "/work" not in digest.payload(
         resolve(compose(BASE)),
         "faithfulness",
-        pipeline._build(resolve(compose(BASE))["scorers"]["faithfulness"], "f"),
+        planning.build(resolve(compose(BASE))["scorers"]["faithfulness"], "f"),
     )

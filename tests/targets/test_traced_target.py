@@ -15,7 +15,7 @@ from evalframe.models.calls import StepResult
 from evalframe.targets.traced import FROM_TRACE, Traced
 from tests.conftest import fake_model, run_cli
 from tests.scripted import ScriptedModel
-from tests.traced_app import QUESTIONS, calls_for, documents_for, logging_to
+from tests.traced_app import QUESTIONS, calls_for, documents_for, documents_prompt, in_rank_order, logging_to
 
 # Questions the app answers without raising (every sixth of QUESTIONS raises), retrieving other documents.
 ASKED = [q for n, q in enumerate(QUESTIONS[:12]) if n % 6 != 5]
@@ -78,13 +78,7 @@ def test_faithfulness_judges_a_traced_function_on_its_own_retrieval(
         assert reply["retriever_span_id"] == retriever.span_id
         faithfulness = item["scores"]["faithfulness"]
         assert faithfulness["error"] is None, faithfulness
-        [prompt] = [
-            m["content"]
-            for s in faithfulness["steps"]
-            for m in s["messages"]
-            if "Retrieved documents" in m["content"]
-        ]
-        assert [prompt.index(d) for d in documents] == sorted(prompt.index(d) for d in documents)
+        assert in_rank_order(documents_prompt(faithfulness), documents)
         # The tool calls are its TOOL spans: what the dataset expected.
         assert item["scores"]["tool_call_accuracy"]["score"] == 1.0, item["scores"]["tool_call_accuracy"]
     assert sum(1 for i in items.values() if i["target_step"]["reply"]["tool_calls"]) == 3

@@ -15,7 +15,7 @@ from evalframe.data import judged
 from evalframe.results.journal import Journal
 from evalframe.results.nouns import ItemResult, ScoreResult
 from evalframe.tracking import feedback
-from tests.tracking import traced_rows
+from tests.traced_app import EXPERIMENT, Seeded
 
 SOURCES = {
     "faithfulness": ("LLM_JUDGE", "openai/gpt-4o-mini"),
@@ -156,10 +156,10 @@ def test_sources_judges_for_llm_scorers_code_otherwise() -> None:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> tuple[str, list[Any]]:
-    """Real traces of the RAG app in an SQLite store, and their rows."""
-    uri = traced_rows.seeded_store(tmp_path)
-    return uri, list(traced_rows.read(uri, "app"))
+def store(traced_store: Seeded) -> tuple[str, list[Any]]:
+    """Real traces of the RAG app in an SQLite store (tests/traced_app.py), and the rows of its first 4
+    OK traces."""
+    return traced_store.uri, traced_store.rows("dataset.limit=4")
 
 
 def journaled(tmp_path: Path, items: list[ItemResult]) -> Path:
@@ -188,9 +188,11 @@ def items_of(rows: list[Any], **scores: ScoreResult) -> list[ItemResult]:
 
 
 def assessments(uri: str, trace_id: str | None) -> list[Any]:
+    """evalframe's verdicts on the trace (the app's people and judges give feedback too)."""
     from mlflow.tracking import MlflowClient
 
-    return [a for a in MlflowClient(uri).get_trace(trace_id).info.assessments if a.feedback is not None]
+    found = MlflowClient(uri).get_trace(trace_id).info.assessments
+    return [a for a in found if a.feedback is not None and judged.DIGEST in (a.metadata or {})]
 
 
 def config(uri: str) -> dict[str, Any]:
@@ -224,7 +226,7 @@ def test_written_verdicts_read_back_from_mlflow(store: tuple[str, list[Any]], tm
 
 
 def test_a_changed_verdict_overrides_the_old_one_which_stays_invalid(
-    store: tuple[str, list[Any]], tmp_path: Path
+    store: tuple[str, list[Any]], traced_store: Seeded, tmp_path: Path
 ) -> None:
     uri, rows = store
     rows = rows[:1]
@@ -235,7 +237,7 @@ def test_a_changed_verdict_overrides_the_old_one_which_stays_invalid(
         DIGESTS,
         [],
     )
-    [again] = [r for r in traced_rows.read(uri, "app") if r.id == rows[0].id]  # its assessments as now
+    [again] = [r for r in traced_store.rows("dataset.limit=1") if r.id == rows[0].id]  # its assessments now
     changed = {"exact_match": "9" * 16}
     (tmp_path / "run" / "results.jsonl").unlink()
     feedback.write_back(
@@ -273,7 +275,7 @@ def test_the_run_is_linked_to_its_traces_a_few_at_a_time(
     uri, rows = store
     monkeypatch.setattr(feedback, "LINKS_PER_CALL", 3)  # MLflow's own limit is 100 a call
     client = MlflowClient(uri)
-    experiment = client.get_experiment_by_name("app")
+    experiment = client.get_experiment_by_name(EXPERIMENT)
     assert experiment is not None
     run = client.create_run(experiment.experiment_id)
     notes: list[str] = []

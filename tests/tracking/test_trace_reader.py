@@ -4,14 +4,13 @@ alike, and judged end to end through the command line against the scripted judge
 
 from __future__ import annotations
 
-import json
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from evalframe.data.rows import Row, ToolCall
+from evalframe.data.rows import ToolCall
 from evalframe.errors import ConfigError, TrackingError
 from evalframe.run import sources
 from evalframe.tracking import trace_reader
@@ -22,18 +21,12 @@ from tests.scripted import ScriptedModel
 from tests.traced_app import EXPERIMENT, Seeded
 
 
-def read(store: Seeded, *overrides: str) -> list[Row]:
-    """The rows `dataset=mlflow_traces` gives on the store, read as the pipeline reads them."""
-    cfg = compose(["dataset=mlflow_traces", f"dataset.experiment={store.experiment}", *overrides])
-    return list(iter(sources.rows(cfg["dataset"], {"uri": store.uri})))
-
-
 def iso(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, timezone.utc).isoformat()
 
 
 def test_each_ok_trace_is_a_row_oldest_first_with_its_fields_from_the_spans(traced_store: Seeded) -> None:
-    rows = read(traced_store)
+    rows = traced_store.rows()
     assert [r.id for r in rows] == traced_store.ok  # status OK by default: the 6 ERROR traces are left out
     for n, row in enumerate(rows):
         documents = traced_store.documents[row.id]
@@ -133,17 +126,17 @@ def test_the_record_is_the_shared_shape(traced_store: Seeded) -> None:
 def test_the_store_filters_and_the_reader_caps(
     traced_store: Seeded, overrides: list[str], expected: Any
 ) -> None:
-    assert [r.id for r in read(traced_store, *overrides)] == expected(traced_store)
+    assert [r.id for r in traced_store.rows(*overrides)] == expected(traced_store)
 
 
 def test_since_and_until_cut_at_a_traces_time(traced_store: Seeded) -> None:
     import mlflow
 
     tenth = mlflow.MlflowClient(traced_store.uri).get_trace(traced_store.ids[10]).info.request_time
-    assert [r.id for r in read(traced_store, "dataset.status=null", f"dataset.until={iso(tenth)}")] == (
+    assert [r.id for r in traced_store.rows("dataset.status=null", f"dataset.until={iso(tenth)}")] == (
         traced_store.ids[:10]
     )
-    assert [r.id for r in read(traced_store, "dataset.status=null", f"dataset.since={iso(tenth)}")] == (
+    assert [r.id for r in traced_store.rows("dataset.status=null", f"dataset.since={iso(tenth)}")] == (
         traced_store.ids[10:]
     )
 
@@ -162,11 +155,11 @@ def test_the_reader_pages_and_every_page_gives_the_same_rows(
         return page
 
     monkeypatch.setattr(MlflowClient, "search_traces", counted)
-    paged = read(traced_store, "dataset.page_size=4")
+    paged = traced_store.rows("dataset.page_size=4")
     assert asked == [4] * 7 + [2]  # 30 traces, four at a time: never more than a page in hand
-    assert [r.id for r in paged] == traced_store.ok == [r.id for r in read(traced_store)]
+    assert [r.id for r in paged] == traced_store.ok == [r.id for r in traced_store.rows()]
     asked.clear()
-    read(traced_store, "dataset.page_size=4", "dataset.limit=6")
+    traced_store.rows("dataset.page_size=4", "dataset.limit=6")
     assert asked == [4, 4]  # a limit stops asking once it is reached
 
 
@@ -180,40 +173,34 @@ def test_a_second_read_gives_the_same_traces_while_the_app_goes_on(traced_store:
         traced_app.answer(traced_app.QUESTIONS[0])  # a new trace, after the first read
         mlflow.flush_trace_async_logging()
     assert [r.id for r in rows] == first == traced_store.ok  # the window was pinned when the rows were made
-    assert len(read(traced_store)) == len(first) + 1  # a new read sees it
+    assert len(traced_store.rows()) == len(first) + 1  # a new read sees it
 
 
 def test_samples_nest_and_a_salt_keeps_its_sample(traced_store: Seeded) -> None:
     quarter = [
         r.id
-        for r in read(
-            traced_store, "dataset.status=null", "dataset.sample.rate=0.25", "dataset.sample.salt=a"
-        )
+        for r in traced_store.rows("dataset.status=null", "dataset.sample.rate=0.25", "dataset.sample.salt=a")
     ]
     half = [
         r.id
-        for r in read(traced_store, "dataset.status=null", "dataset.sample.rate=0.5", "dataset.sample.salt=a")
+        for r in traced_store.rows("dataset.status=null", "dataset.sample.rate=0.5", "dataset.sample.salt=a")
     ]
     assert set(quarter) < set(half) < set(traced_store.ids) and quarter
     again = [
         r.id
-        for r in read(
-            traced_store, "dataset.status=null", "dataset.sample.rate=0.25", "dataset.sample.salt=a"
-        )
+        for r in traced_store.rows("dataset.status=null", "dataset.sample.rate=0.25", "dataset.sample.salt=a")
     ]
     assert again == quarter
     other = [
         r.id
-        for r in read(
-            traced_store, "dataset.status=null", "dataset.sample.rate=0.25", "dataset.sample.salt=b"
-        )
+        for r in traced_store.rows("dataset.status=null", "dataset.sample.rate=0.25", "dataset.sample.salt=b")
     ]
     assert other != quarter
 
 
 def test_an_experiment_by_id_and_a_human_score_from_a_persons_feedback(traced_store: Seeded) -> None:
-    rows = read(
-        traced_store, f"dataset.experiment={traced_store.experiment_id}", "dataset.human_score=helpfulness"
+    rows = traced_store.rows(
+        f"dataset.experiment={traced_store.experiment_id}", "dataset.human_score=helpfulness"
     )
     assert [r.id for r in rows] == traced_store.ok
     # n/9 for the n-th rated trace: a judge's feedback of the same name on the first is not a person's
@@ -279,57 +266,14 @@ def test_the_runs_own_store_is_the_default_and_dataset_tracking_uri_another(
 def test_a_trace_lacking_what_a_scorer_needs_is_named_before_any_call(
     traced_store: Seeded, scripted: ScriptedModel, tmp_path: Path
 ) -> None:
-    done = run_cli(
-        [
-            "dataset=mlflow_traces",
-            f"dataset.experiment={EXPERIMENT}",
-            "scorer=answer_similarity",  # needs a ground truth: only the first 20 OK traces have one
-            *fake_model(scripted),
-            f"tracking.uri={traced_store.uri}",
-        ],
-        tmp_path,
-    )
+    # answer_similarity needs a ground truth: only the first 20 OK traces have one.
+    done = run_cli([*traced_store.overrides(), "scorer=answer_similarity", *fake_model(scripted)], tmp_path)
     assert done.returncode == 2, done.stdout + done.stderr
     assert (
         f"MLflow experiment 'rag-app', line 21 (id {traced_store.ok[20]}): no ground_truth, which scorer "
         "answer_similarity needs (read from column 'expectation:expected_response')"
     ) in done.stderr
     assert "Traceback" not in done.stderr and scripted.count() == 0
-
-
-def test_faithfulness_judges_each_trace_on_its_own_documents_in_rank_order(
-    traced_store: Seeded, scripted: ScriptedModel, tmp_path: Path
-) -> None:
-    done = run_cli(
-        [
-            "dataset=mlflow_traces",
-            f"dataset.experiment={EXPERIMENT}",
-            "scorer=[faithfulness,tool_call_accuracy]",
-            "dataset.limit=20",  # the traces with expected tool calls
-            *fake_model(scripted),
-            f"tracking.uri={traced_store.uri}",
-        ],
-        tmp_path,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    [journal] = tmp_path.glob("outputs/*/*/results.jsonl")
-    items = {i["id"]: i for i in map(json.loads, journal.read_text().splitlines())}
-    assert sorted(items) == sorted(traced_store.ok[:20])  # journaled as each finishes
-    asked = {m["content"] for r in scripted.requests for m in r.messages}
-    for trace_id, item in items.items():
-        documents = [d.page_content for d in traced_store.documents[trace_id]]
-        faithfulness = item["scores"]["faithfulness"]
-        assert faithfulness["error"] is None, faithfulness
-        # Its verdict step's prompt, as the judge received it, lists the trace's documents in rank order.
-        [prompt] = [
-            m["content"]
-            for s in faithfulness["steps"]
-            for m in s["messages"]
-            if "Retrieved documents" in m["content"]
-        ]
-        assert prompt in asked
-        assert [prompt.index(d) for d in documents] == sorted(prompt.index(d) for d in documents), trace_id
-        assert items[trace_id]["scores"]["tool_call_accuracy"]["score"] == 1.0  # made what was expected
 
 
 def test_a_run_on_traces_is_rescored_from_its_stored_replies(
@@ -339,12 +283,10 @@ def test_a_run_on_traces_is_rescored_from_its_stored_replies(
 
     first = run_cli(
         [
-            "dataset=mlflow_traces",
-            f"dataset.experiment={EXPERIMENT}",
+            *traced_store.overrides(),
             "scorer=[faithfulness,tool_call_accuracy]",
             "dataset.limit=6",
             *fake_model(scripted),
-            f"tracking.uri={traced_store.uri}",
         ],
         tmp_path,
     )
@@ -374,16 +316,7 @@ def test_a_run_on_traces_is_a_dataset_again_with_its_contexts_and_trace_ids(
 ) -> None:
     from evalframe.run import earlier
 
-    first = run_cli(
-        [
-            "dataset=mlflow_traces",
-            f"dataset.experiment={EXPERIMENT}",
-            "scorer=tool_call_accuracy",
-            "dataset.limit=5",
-            f"tracking.uri={traced_store.uri}",
-        ],
-        tmp_path,
-    )
+    first = run_cli([*traced_store.overrides(), "scorer=tool_call_accuracy", "dataset.limit=5"], tmp_path)
     assert first.returncode == 0, first.stdout + first.stderr
     [run_dir] = tmp_path.glob("outputs/*/*")
     rows = list(iter(earlier.rows({"path": str(run_dir)})))

@@ -1,0 +1,122 @@
+"""Planning a run, the pipeline's first stage: the config's scorers and target built (or the caller's
+own taken), the credentials of every model they call checked, then every row read and validated and
+every prompt checked against the first, all before the first model call. What comes out is a Plan."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from evalframe.data import judged, rows as data, splits
+from evalframe.errors import ConfigError
+from evalframe.models.cache import Cache
+from evalframe.run import reuse, sources
+from evalframe.scorers.base import Scorer, bound_work
+from evalframe.targets.base import Target
+from evalframe.tracking import live_traces
+
+
+@dataclass
+class Plan:
+    """A validated evaluation, ready to run."""
+
+    config: dict[str, Any]
+    target: Target
+    scorers: dict[str, Scorer]
+    rows: data.Rows  # validated; read again as the run executes
+    inputs: str = ""  # digest of the rows' content and the target's prompt or code: what resume checks
+    unjudged: judged.Unjudged | None = None  # the rows, less those whose traces carry every verdict
+    started: float = 0.0  # when the run started (seconds since the epoch): a trace dataset's window ends
+
+
+@dataclass
+class Given:
+    """What the caller already holds, used instead of building it from the config and checked the same
+    way: the Python API's function, scorer objects and in-memory rows; a re-score's stored outputs,
+    rows and judge replies."""
+
+    target: Target | None = None
+    scorers: Mapping[str, Scorer] = field(default_factory=dict)
+    rows: list[data.Row] | None = None
+    source: str = "data"  # what errors call the in-memory rows
+    cache: Cache | None = None  # the replies to serve instead of the judge cache's (a re-score's)
+
+
+def plan(config: dict[str, Any], given: Given | None = None, started: float | None = None) -> Plan:
+    """Build target and scorers, check credentials, read and validate every row and prompt. `started`
+    (seconds since the epoch; None: now) is when the run started, which a trace dataset's time window
+    counts from: a resumed run passes its first start, so it reads the traces the run started on."""
+    given = given or Given()
+    started = time.time() if started is None else started
+    scorers = scorers_of(config, given.scorers)
+    target = target_of(config, given.target)
+    live_traces.attach(target)  # a traced function's calls: their traces read (tracking reads MLflow)
+    bound_work(scorers, None, config.get("max_judgments"))  # judges x repeats alone: before reading rows
+    if given.cache is None or given.cache.asks_models:  # (a re-score's replies are all stored: no key)
+        check_credentials(target, scorers)
+    if given.rows is not None:
+        rows = data.Rows.of(given.rows, given.source)
+    else:
+        rows = sources.rows(config["dataset"], config.get("tracking"), started)
+    rows = unjudged = reuse.unjudged(rows, config, scorers, target)  # traces judged already: skipped
+    needs = [(name, need) for name, scorer in scorers.items() for need in scorer.required()]
+    columns = data.column_names(config.get("dataset") or {})
+
+    def check(window: list[data.Row]) -> None:
+        target.validate(window, rows.source)
+        for name, need in target.from_rows(needs):  # not those a live target hands over
+            data.require(window, rows.source, need, f"scorer {name} needs", columns[need])
+
+    first = rows.validate(check, data.window_size(config))  # the whole file, one pass, before any call
+    if given.rows is None:  # (rows given as they are, the API's or a re-score's, are never split)
+        rows = splits.tune_part(rows, config.get("tune") or {})
+    bound_work(scorers, len(rows), config.get("max_judgments"))
+    for scorer in scorers.values():
+        scorer.validate(target.sample(first))
+    inputs = hashlib.sha256(f"{rows.digest}\n{target.identity()}".encode()).hexdigest()[:16]
+    return Plan(config, target, scorers, rows, inputs, unjudged, started)
+
+
+def build(spec: Mapping[str, Any], where: str) -> Any:
+    """Build the object a config node's `_target_` names; errors say which key to fix."""
+    from hydra.utils import get_class
+
+    kwargs = {k: v for k, v in spec.items() if not k.startswith("_")}
+    try:
+        cls = get_class(spec["_target_"])
+    except Exception:
+        raise ConfigError(f"{where}._target_={spec.get('_target_')!r} is not an importable class") from None
+    try:
+        return cls(**kwargs)
+    except TypeError as e:
+        raise ConfigError(f"{where}: {e}; check the keys of {where}") from None
+
+
+def scorers_of(config: Mapping[str, Any], given: Mapping[str, Scorer]) -> dict[str, Scorer]:
+    """The selected scorers by name: the caller's objects where given, the others built from `scorers`."""
+    specs = config.get("scorers") or {}
+    if not specs:
+        raise ConfigError("no scorer selected; choose one, e.g. scorer=answer_similarity")
+    built: dict[str, Scorer] = {}
+    for name, spec in specs.items():
+        scorer = given[name] if name in given else build(spec, f"scorers.{name}")
+        scorer.name = name
+        built[name] = scorer
+    return built
+
+
+def target_of(config: Mapping[str, Any], given: Target | None) -> Target:
+    """The system under test: the caller's, else the one `target` names."""
+    return given if given is not None else build(config["target"], "target")
+
+
+def check_credentials(target: Target, scorers: Mapping[str, Scorer]) -> None:
+    """Every model the target and the scorers call has its key: a missing key is the most common
+    mistake and costs nothing to find, so it is found before anything else is read."""
+    for model in target.models():
+        model.check_credentials("target.model")
+    for model in {m for s in scorers.values() for m in s.models()}:
+        model.check_credentials("model")
