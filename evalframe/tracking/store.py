@@ -21,6 +21,8 @@ PROBE_TIMEOUT = 5.0
 LOG_ELSEWHERE = "set tracking.uri=sqlite:///PATH/mlflow.db to a directory you can write"
 # Which process holds a run open: a RUNNING run whose process is gone (SIGKILL, power loss) is stale.
 HOST_TAG, PID_TAG = "evalframe.host", "evalframe.pid"
+# MLflow's switch between writing traces on a background queue (its default) and as each ends.
+ASYNC_TRACES = "MLFLOW_ENABLE_ASYNC_TRACE_LOGGING"
 
 
 def sqlite_path(uri: str) -> Path | None:
@@ -48,15 +50,26 @@ def display_uri(uri: str) -> str:
 def fluent_store(uri: str) -> Iterator[None]:
     """MLflow's fluent API (set_experiment, start_run, log_*) on `uri` for one block. Its
     set_tracking_uri also exports MLFLOW_TRACKING_URI, which the next run in this process (the Python
-    API, a test) would take for its own default store: what was exported before is put back."""
+    API, a test) would take for its own default store: what was exported before is put back.
+
+    An SQLite store's traces are written as each ends, not on MLflow's background queue: each flush
+    of that queue waits up to a second for its consumer (which polls once a second), and a run flushes
+    it twice (after its traces, and when the store is switched back), some 1.5 s of idling per run;
+    SQLite takes one writer at a time, so the queue overlaps nothing there. A server keeps the queue
+    (its requests overlap), and a value the user exported stands."""
     import mlflow
 
     exported = os.environ.get("MLFLOW_TRACKING_URI")
+    choose = ASYNC_TRACES not in os.environ and sqlite_path(uri) is not None
+    if choose:  # read when MLflow builds its trace exporter, at the first span after set_tracking_uri
+        os.environ[ASYNC_TRACES] = "false"
     mlflow.set_tracking_uri(store_uri(uri))
     try:
         yield
     finally:
         mlflow.set_tracking_uri(exported)  # type: ignore[arg-type]  # None: unset, as before
+        if choose:
+            del os.environ[ASYNC_TRACES]
 
 
 def holder() -> dict[str, str]:
