@@ -213,6 +213,17 @@ def scripted(_scripted: ScriptedModel) -> Iterator[ScriptedModel]:
     _scripted.responder = judge
 
 
+@pytest.fixture
+def quick_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Transport retries after a tenth of the real backoff (full jitter up to 0.05 × 2^n s instead of
+    0.5 × 2^n; a Retry-After is still waited out): for tests that count retries or faults rather than
+    time them, which otherwise sleep 1 + 2 + 4 s at worst for three retries."""
+    from evalframe.models import retry
+
+    real = retry.backoff
+    monkeypatch.setattr(retry, "backoff", lambda attempt, error=None: real(attempt, error, base=0.05))
+
+
 def compose(overrides: list[str]) -> dict[str, Any]:
     """Compose the config exactly as `python -m evalframe OVERRIDES` would, resolved to plain data."""
     from hydra import compose as hydra_compose, initialize_config_dir

@@ -32,6 +32,9 @@ from tests.conftest import PRICE, compose, fake_model
 from tests.fake_judge import judge, step_of
 from tests.testserver import FakeLLMServer, FakeRequest, Fault
 
+# Faults are retried after a tenth of the real backoff here: these tests count what is sent again.
+pytestmark = pytest.mark.usefixtures("quick_retries")
+
 FAKE_KEY = "sk-evalframe-batch-test-93b1"
 # model option -> the variable holding its key, its model name, how its batch ids begin
 WIRES = {
