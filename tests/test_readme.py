@@ -288,7 +288,7 @@ def _run_command(block: Block, line: str, workdir: Path, scripted: ScriptedModel
     # The judge, wherever the command points it, is the scripted model answering anything its reply
     # schema allows (a constrained decoder, knowing nothing of our prompts); a few rows keep it quick.
     scripted.responder = constrained_decoder(seed=block.line)
-    judged = [*overrides, *fake_model(scripted)[1:], "tracking=none", "dataset.limit=4"]
+    judged = [*overrides, *fake_model(scripted)[1:], "tracking=none", "dataset.limit=2"]
     if config["target"].get("model"):
         judged += [o.replace("model.", "target.model.", 1) for o in fake_model(scripted)[1:]]
     config = compose(judged)
