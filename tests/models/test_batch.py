@@ -270,6 +270,21 @@ def test_the_batch_apis_errors_are_retried_or_end_the_run_without_the_key(
 
 
 @pytest.mark.parametrize("option", WIRES)
+def test_model_max_retries_counts_every_request_to_the_batch_api(
+    server: FakeLLMServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, option: str
+) -> None:
+    """model.max_retries=0: a 503 to the batch's creation is not sent again, by evalframe nor by the
+    provider's client. Before: OpenAI's client retried it twice more on its own (with its own
+    backoff), so an OpenAI batch went out where an Anthropic one did not."""
+    monkeypatch.setenv(WIRES[option][0], FAKE_KEY)
+    server.batch_faults = {"create": [Fault(503)]}
+    batched = ("model.batch=true", "model.batch_poll=0.05", "model.max_retries=0")
+    result, code = pipeline.evaluate(compose(_batched(server, tmp_path, *batched, option=option)), tmp_path)
+    assert server.faults == 1 and server.batch_api.get("create", 0) == 0
+    assert code == 4 and result.summaries["answer_similarity"].unscored == 6
+
+
+@pytest.mark.parametrize("option", WIRES)
 def test_a_batch_whose_status_cannot_be_read_is_asked_again_not_abandoned(
     server: FakeLLMServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, option: str
 ) -> None:
