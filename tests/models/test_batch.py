@@ -45,7 +45,7 @@ WIRES = {
 
 @pytest.fixture
 def server() -> Iterator[FakeLLMServer]:
-    with FakeLLMServer(judge, batch_delay=0.2) as s:
+    with FakeLLMServer(judge, batch_delay=0.1) as s:
         yield s
 
 
