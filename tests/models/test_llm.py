@@ -156,10 +156,10 @@ def test_the_timeout_is_a_deadline_for_the_whole_reply() -> None:
     trickled = Fault(status=200, body=chat_reply([{"message": {"role": "assistant", "content": "{}"}}]))
     trickled.trickle = 0.05  # ~250 bytes: 12 s for the reply, 0.05 s for each read
     with FakeLLMServer(responder=lambda r: trickled) as server:
-        step = ask(server, timeout=0.5, max_retries=1)
+        step = ask(server, timeout=1, max_retries=1)
         assert server.faults == 2  # the first try and one transport retry
     assert not step.ok and step.attempts == 2
-    assert step.error == "TimeoutError: no complete reply within model.timeout=0.5 s"
+    assert step.error == "TimeoutError: no complete reply within model.timeout=1 s"
 
 
 def test_no_permission_or_no_quota_stops_the_run_at_the_first_reply() -> None:
