@@ -24,6 +24,15 @@ import pytest
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # before anything imports litellm
 os.environ.setdefault("LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS", "True")
 
+# The tests' files (tmp_path, their MLflow stores and caches, and their subprocesses' temporary files)
+# in memory where the machine has it, unless TMPDIR says otherwise: on disk each SQLite commit is an
+# fsync (11 ms measured here, far more while other jobs write), and MLflow commits some 150 times per
+# logged run, which no test is about. Set here, before pytest picks its base directory and starts
+# the pytest-xdist workers, which inherit it.
+if "TMPDIR" not in os.environ and os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK):
+    os.environ["TMPDIR"] = "/dev/shm"
+    tempfile.tempdir = None  # gettempdir() chooses again, from TMPDIR
+
 from evalframe.paths import CONF_DIR
 from tests import scripted as scripted_model
 from tests.fake_judge import judge
@@ -230,6 +239,17 @@ def scripted(_scripted: ScriptedModel) -> Iterator[ScriptedModel]:
     _scripted.reset()
     yield _scripted
     _scripted.responder = judge
+
+
+@pytest.fixture
+def quick_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Transport retries after a tenth of the real backoff (full jitter up to 0.05 × 2^n s instead of
+    0.5 × 2^n; a Retry-After is still waited out): for tests that count retries or faults rather than
+    time them, which otherwise sleep 1 + 2 + 4 s at worst for three retries."""
+    from evalframe.models import retry
+
+    real = retry.backoff
+    monkeypatch.setattr(retry, "backoff", lambda attempt, error=None: real(attempt, error, base=0.05))
 
 
 def compose(overrides: list[str]) -> dict[str, Any]:

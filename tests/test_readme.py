@@ -336,7 +336,7 @@ def _run_command(block: Block, line: str, workdir: Path, scripted: ScriptedModel
     if config["watch"]["every"] is not None:  # a watcher: its ticks (one, unless it says) into ./mlflow.db
         _watch([*overrides, *fake_model(scripted)[1:]], workdir, block, line)
         return
-    judged = [*overrides, *fake_model(scripted)[1:], "tracking=none", "dataset.limit=4"]
+    judged = [*overrides, *fake_model(scripted)[1:], "tracking=none", "dataset.limit=2"]
     if config["target"].get("model"):
         judged += [o.replace("model.", "target.model.", 1) for o in fake_model(scripted)[1:]]
     config = compose(judged)

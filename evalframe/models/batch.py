@@ -248,7 +248,14 @@ class Batcher:
         """One call of LiteLLM's file and batch API, retried like a completion; a refused key ends the run."""
         litellm = lib()
         s = self.settings
-        where = {"custom_llm_provider": self.wire.provider, "timeout": s.timeout, "api_base": s.api_base}
+        # max_retries=0: the retries are with_retries' below, not also OpenAI's client's (two more
+        # requests, with its own backoff, inside each of ours).
+        where = {
+            "custom_llm_provider": self.wire.provider,
+            "timeout": s.timeout,
+            "api_base": s.api_base,
+            "max_retries": 0,
+        }
         key = s.api_key()
         if key:
             where["api_key"] = key

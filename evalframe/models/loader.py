@@ -51,6 +51,11 @@ def _load(collecting: bool) -> Any:
             litellm.telemetry = False
             litellm.suppress_debug_info = True
             litellm.drop_params = True  # providers without response_format still get the JSON spec
+            # Retries are ours (retry.py: one budget, backoff, Retry-After), never the provider SDK's
+            # too. Requests pass max_retries=0, but LiteLLM's OpenAI embeddings read it as
+            # `max_retries or DEFAULT_MAX_RETRIES`: 0 became 2, and every failed embedding request went
+            # out three times, with the SDK's own backoff between.
+            litellm.DEFAULT_MAX_RETRIES = 0  # type: ignore[misc]  # Final in LiteLLM, read at each call
             from evalframe.models.local_embeddings import register
 
             register(litellm)

@@ -54,6 +54,26 @@ def agreement(
     return out
 
 
+def one(
+    key: str,
+    scores: Sequence[float],
+    human: Sequence[float],
+    human_range: Sequence[float] = (0.0, 1.0),
+    threshold: float = 0.5,
+) -> float:
+    """`agreement(...)[key]` (NaN where it has none) computed alone: a held-out check's interval asks
+    for it on a thousand resamples, where all of `agreement` through scipy's and scikit-learn's input
+    checks took 5 ms each (seconds per sweep)."""
+    low, high = float(human_range[0]), float(human_range[1])
+    ours, theirs = np.asarray(scores, dtype=float), (np.asarray(human, dtype=float) - low) / (high - low)
+    both = ~(np.isnan(ours) | np.isnan(theirs))
+    if key == "n":
+        return float(both.sum())
+    if both.sum() < 2:
+        return math.nan
+    return float(_resampled(ours[both], theirs[both], threshold, [key])[0])
+
+
 def intervals(
     scores: Sequence[float],
     human: Sequence[float],

@@ -14,7 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from evalframe.errors import ConfigError
-from evalframe.results.agreement import METRICS as _AGREEMENT, agreement
+from evalframe.results import agreement
+from evalframe.results.agreement import METRICS as _AGREEMENT
 from evalframe.results.nouns import Objective, ScorerSummary
 
 DIRECTIONS = ("maximize", "minimize")
@@ -115,6 +116,4 @@ def item_statistic(
         return None
     human_range = (config.get("dataset") or {}).get("human_range") or (0, 1)
     threshold = float(config.get("agreement_threshold", 0.5))
-    return lambda scores, human: agreement(list(scores), list(human), human_range, threshold).get(
-        key, math.nan
-    )
+    return lambda scores, human: agreement.one(key, scores, human, human_range, threshold)

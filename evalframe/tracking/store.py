@@ -21,6 +21,8 @@ PROBE_TIMEOUT = 5.0
 LOG_ELSEWHERE = "set tracking.uri=sqlite:///PATH/mlflow.db to a directory you can write"
 # Which process holds a run open: a RUNNING run whose process is gone (SIGKILL, power loss) is stale.
 HOST_TAG, PID_TAG = "evalframe.host", "evalframe.pid"
+# MLflow's switch between writing traces on a background queue (its default) and as each ends.
+ASYNC_TRACES = "MLFLOW_ENABLE_ASYNC_TRACE_LOGGING"
 
 
 def sqlite_path(uri: str) -> Path | None:
@@ -51,12 +53,21 @@ def fluent_store(uri: str) -> Iterator[None]:
     API, a test) would take for its own default store: what was exported before is put back. So is
     the process's active experiment, which set_experiment sets (and exports as MLFLOW_EXPERIMENT_ID):
     left set, the caller's own traces and runs (a traced target's calls in the next run, the Python
-    API user's code) would go to evalframe's experiment, or to an id their store does not have."""
+    API user's code) would go to evalframe's experiment, or to an id their store does not have.
+
+    An SQLite store's traces are written as each ends, not on MLflow's background queue: each flush
+    of that queue waits up to a second for its consumer (which polls once a second), and a run flushes
+    it twice (after its traces, and when the store is switched back), some 1.5 s of idling per run;
+    SQLite takes one writer at a time, so the queue overlaps nothing there. A server keeps the queue
+    (its requests overlap), and a value the user exported stands."""
     import mlflow
     from mlflow.tracking import fluent
 
     exported = os.environ.get("MLFLOW_TRACKING_URI")
     active = fluent._active_experiment_id, os.environ.get("MLFLOW_EXPERIMENT_ID")
+    choose = ASYNC_TRACES not in os.environ and sqlite_path(uri) is not None
+    if choose:  # read when MLflow builds its trace exporter, at the first span after set_tracking_uri
+        os.environ[ASYNC_TRACES] = "false"
     mlflow.set_tracking_uri(store_uri(uri))
     try:
         yield
@@ -67,6 +78,8 @@ def fluent_store(uri: str) -> Iterator[None]:
             os.environ.pop("MLFLOW_EXPERIMENT_ID", None)
         else:
             os.environ["MLFLOW_EXPERIMENT_ID"] = active[1]
+        if choose:
+            del os.environ[ASYNC_TRACES]
 
 
 def holder() -> dict[str, str]:

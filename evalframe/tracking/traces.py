@@ -74,10 +74,11 @@ def log_traces(result: RunResult, config: Mapping[str, Any], limit: int | None) 
     """One MLflow trace per item not read from a trace, linked to the active run, carrying its scores
     and reasons as assessments. Returns how many items were traced (the first `limit`; None = all).
 
-    Each trace goes out as one span batch and one trace record with its assessments attached, on
-    MLflow's background export queue; logging each assessment with mlflow.log_feedback instead
-    would add one request per scorer and item. Attaching them relies on MLflow's in-memory trace
-    manager (mlflow is pinned exactly, and the UI test reads the assessments back).
+    Each trace goes out as one span batch and one trace record with its assessments attached (as it
+    ends on SQLite, on MLflow's background export queue on a server: store.fluent_store); logging
+    each assessment with mlflow.log_feedback instead would add one request per scorer and item.
+    Attaching them relies on MLflow's in-memory trace manager (mlflow is pinned exactly, and the UI
+    test reads the assessments back).
     """
     import mlflow
     from mlflow.tracing.trace_manager import InMemoryTraceManager

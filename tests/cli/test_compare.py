@@ -6,9 +6,12 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +21,7 @@ from mlflow.tracking import MlflowClient
 from evalframe import evaluate
 from evalframe.cli import compare
 from evalframe.results.nouns import Objective
-from evalframe.tracking import sweeps
+from evalframe.tracking import store, sweeps
 from tests.conftest import Unprivileged
 
 TRUTH = "alpha beta gamma delta"
@@ -28,25 +31,53 @@ def _rows(output: str, ids: range = range(30)) -> list[dict[str, Any]]:
     return [{"id": f"q{i}", "input": f"question {i}", "ground_truth": TRUTH, "output": output} for i in ids]
 
 
-def _run(tmp_path: Path, name: str, rows: list[dict[str, Any]]) -> str:
-    uri = f"sqlite:///{tmp_path}/mlflow.db"
+def _run(folder: Path, name: str, rows: list[dict[str, Any]]) -> str:
+    uri = f"sqlite:///{folder}/mlflow.db"
     result = evaluate(
-        rows, ["token_f1", "exact_match"], tracking=uri, output_dir=tmp_path / name, run_name=name
+        rows, ["token_f1", "exact_match"], tracking=uri, output_dir=folder / name, run_name=name
     )
     assert result.run_id
     return result.run_id
 
 
+@contextmanager
+def _building(folder: Path) -> Iterator[pytest.MonkeyPatch]:
+    """Runs logged once per module into `folder`: the tests only read them, each from a copy of the
+    store (`_copy`), so a test that deletes a run or logs a comparison changes no other test's store."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(folder)  # MLflow puts a SQLite store's artifacts in ./mlruns
+        yield mp
+
+
+def _copy(folder: Path, tmp_path: Path) -> None:
+    """The module's store as `tmp_path/mlflow.db`, through SQLite's backup API. The artifacts stay in
+    the module's folder: a test reads them, and what it logs goes in a new run's folder of its own."""
+    with (
+        closing(sqlite3.connect(folder / "mlflow.db")) as src,
+        closing(sqlite3.connect(tmp_path / "mlflow.db")) as dst,
+    ):
+        src.backup(dst)
+
+
+@pytest.fixture(scope="module")
+def _runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    folder = tmp_path_factory.mktemp("runs")
+    better = _rows("alpha beta", range(29)) + _rows("alpha beta", range(100, 101))
+    with _building(folder):
+        return folder, {
+            "weak": _run(folder, "weak", _rows("alpha")),
+            "better": _run(folder, "better", better),
+            "elsewhere": _run(folder, "elsewhere", _rows("alpha", range(200, 205))),
+        }
+
+
 @pytest.fixture
-def runs(tmp_path: Path) -> dict[str, str]:
+def runs(_runs: tuple[Path, dict[str, str]], tmp_path: Path) -> dict[str, str]:
     """A weak baseline, a candidate better on every item (token F1 0.4 -> 0.67; one item only in each
     run), and a run of other items."""
-    better = _rows("alpha beta", range(29)) + _rows("alpha beta", range(100, 101))
-    return {
-        "weak": _run(tmp_path, "weak", _rows("alpha")),
-        "better": _run(tmp_path, "better", better),
-        "elsewhere": _run(tmp_path, "elsewhere", _rows("alpha", range(200, 205))),
-    }
+    folder, ids = _runs
+    _copy(folder, tmp_path)
+    return ids
 
 
 def _compare(tmp_path: Path, baseline: str, candidate: str, *more: str) -> int:
@@ -127,17 +158,26 @@ def test_a_deleted_run_is_refused_naming_it(
     assert not (tmp_path / "cmp").exists()
 
 
+@pytest.fixture(scope="module")
+def _sweep(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, tuple[str, str, list[str]]]:
+    folder = tmp_path_factory.mktemp("sweep")
+    uri = f"sqlite:///{folder}/mlflow.db"
+    with _building(folder) as mp:
+        baseline = _run(folder, "base", _rows("alpha beta"))
+        mp.delenv(sweeps.PARENT_RUN, raising=False)
+        sweeps.start_parent(uri, "evalframe", "sweep", [], notes=[])
+        parent = os.environ[sweeps.PARENT_RUN]
+        jobs = [_run(folder, "same", _rows("alpha beta")), _run(folder, "worse", _rows("alpha"))]
+        sweeps.end_parent(uri, None, Objective("token_f1/mean"), folder, [], notes=[])
+    return folder, (baseline, parent, jobs)
+
+
 @pytest.fixture
-def sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str, list[str]]:
+def sweep(_sweep: tuple[Path, tuple[str, str, list[str]]], tmp_path: Path) -> tuple[str, str, list[str]]:
     """A baseline run, and a sweep's parent run with its two jobs: one as good, one worse."""
-    uri = f"sqlite:///{tmp_path}/mlflow.db"
-    baseline = _run(tmp_path, "base", _rows("alpha beta"))
-    monkeypatch.delenv(sweeps.PARENT_RUN, raising=False)
-    sweeps.start_parent(uri, "evalframe", "sweep", [], notes=[])
-    parent = os.environ[sweeps.PARENT_RUN]
-    jobs = [_run(tmp_path, "same", _rows("alpha beta")), _run(tmp_path, "worse", _rows("alpha"))]
-    sweeps.end_parent(uri, None, Objective("token_f1/mean"), tmp_path, [], notes=[])
-    return baseline, parent, jobs
+    folder, ids = _sweep
+    _copy(folder, tmp_path)
+    return ids
 
 
 def test_a_sweep_candidate_compares_each_job(
@@ -179,17 +219,19 @@ def test_a_sweep_as_baseline_and_a_comparison_as_either_are_refused_saying_why(
 
 
 def test_a_tracking_server_that_never_answers_is_exit_3_within_seconds(
-    silent_server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    silent_server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Before: MLflow's client waited and retried for 128 s, then exit code 2."""
+    """Before: MLflow's client waited and retried for 128 s, then exit code 2. (The probe's 5 s made
+    0.5 s here: the line names the wait it made.)"""
+    monkeypatch.setattr(store, "PROBE_TIMEOUT", 0.5)
     started = time.monotonic()
     args = ["baseline=0123abcd", "candidate=4567ef01", f"tracking.uri={silent_server}"]
     assert compare.main([*args, f"output_dir={tmp_path}/cmp"]) == 3
-    assert time.monotonic() - started < 15
+    assert time.monotonic() - started < 10
     captured = capsys.readouterr()
     assert captured.out == ""
     [line] = captured.err.splitlines()
-    assert line == f"error: the tracking server at {silent_server} did not answer within 5 s"
+    assert line == f"error: the tracking server at {silent_server} did not answer within 0.5 s"
     assert list(tmp_path.iterdir()) == []
 
 

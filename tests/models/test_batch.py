@@ -32,6 +32,9 @@ from tests.conftest import PRICE, compose, fake_model
 from tests.fake_judge import judge, step_of
 from tests.testserver import FakeLLMServer, FakeRequest, Fault
 
+# Faults are retried after a tenth of the real backoff here: these tests count what is sent again.
+pytestmark = pytest.mark.usefixtures("quick_retries")
+
 FAKE_KEY = "sk-evalframe-batch-test-93b1"
 # model option -> the variable holding its key, its model name, how its batch ids begin
 WIRES = {
@@ -42,7 +45,7 @@ WIRES = {
 
 @pytest.fixture
 def server() -> Iterator[FakeLLMServer]:
-    with FakeLLMServer(judge, batch_delay=0.2) as s:
+    with FakeLLMServer(judge, batch_delay=0.1) as s:
         yield s
 
 
@@ -264,6 +267,21 @@ def test_the_batch_apis_errors_are_retried_or_end_the_run_without_the_key(
     with pytest.raises(ModelRejected, match=match) as rejected:
         pipeline.evaluate(compose([*overrides, "cache.mode=off"]), tmp_path / "r")
     assert FAKE_KEY not in str(rejected.value) and server.batched == 0
+
+
+@pytest.mark.parametrize("option", WIRES)
+def test_model_max_retries_counts_every_request_to_the_batch_api(
+    server: FakeLLMServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, option: str
+) -> None:
+    """model.max_retries=0: a 503 to the batch's creation is not sent again, by evalframe nor by the
+    provider's client. Before: OpenAI's client retried it twice more on its own (with its own
+    backoff), so an OpenAI batch went out where an Anthropic one did not."""
+    monkeypatch.setenv(WIRES[option][0], FAKE_KEY)
+    server.batch_faults = {"create": [Fault(503)]}
+    batched = ("model.batch=true", "model.batch_poll=0.05", "model.max_retries=0")
+    result, code = pipeline.evaluate(compose(_batched(server, tmp_path, *batched, option=option)), tmp_path)
+    assert server.faults == 1 and server.batch_api.get("create", 0) == 0
+    assert code == 4 and result.summaries["answer_similarity"].unscored == 6
 
 
 @pytest.mark.parametrize("option", WIRES)

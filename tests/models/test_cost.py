@@ -135,6 +135,7 @@ def test_a_priced_judge_keeps_its_cost_when_the_target_has_none(
     assert "cost —" in Summary.of(result).totals() and Summary.of(result).rows()[0][-1] == fmt_cost(judged)
 
 
+@pytest.mark.slow  # loads the local embedding model
 def test_local_embeddings_are_free(tmp_path: Path) -> None:
     llm = LLM(ModelSettings("local/all-MiniLM-L6-v2"), asyncio.Semaphore(2), Cache("off"), Stats())
     [step] = asyncio.run(llm.cosines([("Paris is the capital", "The capital is Paris")]))

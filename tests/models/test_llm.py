@@ -9,6 +9,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from evalframe.models.cache import Cache
 from evalframe.models.calls import Stats, StepResult
 from evalframe.models.llm import LLM
@@ -33,6 +35,7 @@ def ask(server: FakeLLMServer, **extra: Any) -> StepResult:
     return asyncio.run(llm.structured("extract", messages, SemanticUnits))
 
 
+@pytest.mark.usefixtures("quick_retries")
 def test_transient_faults_on_a_fifth_of_calls_still_score_every_item(tmp_path: Path) -> None:
     with FakeLLMServer(responder=judge, error_rate=0.2, error_statuses=(429, 500, 503), seed=7) as flaky:
         config = compose(
@@ -90,6 +93,7 @@ def test_json_in_a_markdown_fence_is_accepted() -> None:
     assert step.ok and step.reply == {"units": ["A"]} and step.attempts == 1
 
 
+@pytest.mark.usefixtures("quick_retries")
 def test_a_step_sends_at_most_one_plus_its_transport_and_reply_retries() -> None:
     """Transport retries (max_retries) and invalid-reply retries (reply_retries) add up, never multiply:
     a judge that fails three times then answers out of shape, over and over, gets 1 + 3 + 2 requests
@@ -176,6 +180,7 @@ def test_no_permission_or_no_quota_stops_the_run_at_the_first_reply() -> None:
             assert server.faults == 1
 
 
+@pytest.mark.slow  # a fresh interpreter importing litellm: 3 s
 def test_preload_imports_litellm_on_a_thread_while_the_caller_goes_on() -> None:
     import subprocess
     import sys

@@ -178,12 +178,12 @@ def test_budgets_are_checked_and_shared_by_a_sweeps_parallel_jobs(monkeypatch: p
 
 # ------------------------------------------------------------------ the model door, over HTTP
 def test_429s_do_not_use_up_the_retries_and_are_counted() -> None:
-    # Three: each waits at least the backoff (0.5 s, 1 s, 2 s), well within the 10 s deadline
-    replies: Iterator[Fault | dict[str, Any]] = iter([*[refused(10)] * 3, {"units": ["A"]}])
+    # Two: each waits at least the backoff (0.5 s, 1 s), well within the 10 s deadline
+    replies: Iterator[Fault | dict[str, Any]] = iter([*[refused(10)] * 2, {"units": ["A"]}])
     with FakeLLMServer(responder=lambda r: next(replies)) as server:
         llm = door(server, max_retries=0)
         [step] = extract(llm, 1)
-    assert step.ok and step.attempts == 4 and llm.stats.rate_limited == 3
+    assert step.ok and step.attempts == 3 and llm.stats.rate_limited == 2
     assert llm.limits.current < 4  # cut by the episode, not yet grown back
 
 
@@ -295,6 +295,7 @@ def test_model_rpm_spaces_the_requests(scripted: ScriptedModel) -> None:
 def test_a_request_stops_waiting_out_429s_at_its_deadline(scripted: ScriptedModel) -> None:
     """A judge refusing for ever: the request gives up at timeout x (1 + max_retries) from its first
     attempt (here 1 s), then counts as any failure: its item is unscored, the run goes on."""
+    extract(scripted_door(), 1)  # LiteLLM's first call sets itself up (a second, on a busy machine)
     scripted.responder = lambda r: Fault(status=429, retry_after=0.05)
     [step] = extract(scripted_door(timeout=1, max_retries=0), 1)
     assert not step.ok and step.error is not None and step.error.startswith("RateLimitError")
@@ -318,17 +319,17 @@ def test_no_wait_a_judge_asks_for_holds_a_request_past_its_deadline(
     tmp_path: Path, headers: dict[str, str]
 ) -> None:
     """A judge answering 429 for ever, asking to wait 31 years: each request ends by its deadline,
-    timeout × (1 + max_retries) = 2 s (the cool-down it set lasts no longer), and the run ends with its
+    timeout × (1 + max_retries) = 1 s (the cool-down it set lasts no longer), and the run ends with its
     items unscored, not lost (exit code 4). It hung: pending requests slept in the limiter until the
     cool-down's end."""
     with FakeLLMServer(responder=lambda r: Fault(status=429, headers=headers)) as server:
         overrides = ["scorer=answer_similarity", *fake_model(server), "dataset.limit=2", "tracking=none"]
-        config = compose([*overrides, "model.timeout=1", "model.max_retries=1", "cache.mode=off"])
+        config = compose([*overrides, "model.timeout=0.5", "model.max_retries=1", "cache.mode=off"])
         result, code = within(60, lambda: pipeline.evaluate(config, tmp_path))
         assert server.first is not None
         taken = time.time() - server.first
     assert code == 4 and len(result.items) == 2 and result.summaries["answer_similarity"].unscored == 2
-    assert taken < 2 + 3  # the requests wait together, each within its 2 s; 3 s for the report
+    assert taken < 1 + 3  # the requests wait together, each within its 1 s; 3 s for the report
 
 
 def test_the_providers_waits_never_outlive_the_requests_they_hold() -> None:
@@ -491,10 +492,11 @@ BUDGETS = [["concurrency=32", "model.rpm=2400"], ["model.rpm=500", "model.tpm=20
 
 @pytest.mark.parametrize("budget", BUDGETS)
 def test_the_readmes_budgets(scripted: ScriptedModel, tmp_path: Path, budget: list[str]) -> None:
-    """The README's commands (Rate limits), on the scripted judge and 4 rows."""
-    overrides = ["scorer=answer_similarity", *fake_model(scripted), "dataset.limit=4", "tracking=none"]
+    """The README's commands (Rate limits), on the scripted judge and one row (with more, the tpm
+    budget spaces their first requests over seconds: tests/test_readme.py runs them on a few)."""
+    overrides = ["scorer=answer_similarity", *fake_model(scripted), "dataset.limit=1", "tracking=none"]
     result, code = pipeline.evaluate(compose([*overrides, *budget]), tmp_path)
-    assert code == 0 and result.summaries["answer_similarity"].scored == 4
+    assert code == 0 and result.summaries["answer_similarity"].scored == 1
     [limits] = result.stats.limits.values()
     given = dict(o.split("=") for o in budget)
     assert limits.rpm == float(given["model.rpm"])

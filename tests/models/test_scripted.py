@@ -90,6 +90,7 @@ def test_a_stall_past_the_timeout_is_a_timeout(scripted: ScriptedModel) -> None:
     assert time.monotonic() - started < 5
 
 
+@pytest.mark.usefixtures("quick_retries")
 def test_the_door_retries_timeouts_rate_limits_and_server_errors(scripted: ScriptedModel) -> None:
     faults = [Fault(status=200, delay=30), Fault(status=429, retry_after=0.3)]
     asked: list[float] = []
@@ -100,7 +101,7 @@ def test_the_door_retries_timeouts_rate_limits_and_server_errors(scripted: Scrip
 
     scripted.responder = flaky
     # The 429 comes within the request's deadline, 0.5 s × (1 + 4), whatever the backoff after the
-    # timeout (up to 1 s): a 429 past it would end the request (tests/test_rate_limits.py).
+    # timeout (up to 0.1 s here): a 429 past it would end the request (tests/test_rate_limits.py).
     step = ask(llm(timeout=0.5, max_retries=4))
     assert step.ok and step.attempts == 3 and scripted.faults == 2 and scripted.count() == 1
     assert asked[2] - asked[1] >= 0.3  # Retry-After honoured

@@ -280,6 +280,7 @@ def test_a_run_without_mlflow_still_writes_its_report(
     assert not (tmp_path / "mlflow.db").exists()
 
 
+@pytest.mark.slow  # a fresh interpreter importing matplotlib: 3 s
 def test_preload_imports_matplotlib_on_a_thread() -> None:
     import subprocess
     import sys

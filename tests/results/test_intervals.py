@@ -135,3 +135,25 @@ def test_agreement_intervals_equal_scipy_and_sklearn_one_resample_at_a_time(cons
     assert found.keys() == expected.keys()
     for key in keys:
         assert found[key] == pytest.approx(expected[key], abs=1e-12, nan_ok=True), key
+
+
+def test_one_agreement_metric_alone_is_what_agreement_gives() -> None:
+    """agreement.one (a held-out check's statistic, on a thousand resamples) gives each metric as
+    `agreement` does: NaN pairs left out, a constant or one-pair sample NaN, on the human scale given."""
+    import random
+
+    from evalframe.results import agreement as agreements
+
+    rng = random.Random(5)
+    varied = [rng.choice([math.nan, *(round(rng.random(), 1) for _ in range(4))]) for _ in range(40)]
+    human = [rng.choice([math.nan, 0.0, 1.0, 2.0]) for _ in range(40)]
+    for scores, people in [
+        (varied, human),
+        ([0.5] * 40, human),  # a constant scorer: no correlation
+        ([0.2, math.nan, 0.9], [1.0, 2.0, math.nan]),  # one pair left
+        ([], []),
+    ]:
+        expected = agreements.agreement(scores, people, (0, 2), 0.6)
+        for key in agreements.METRICS:
+            found = agreements.one(key, scores, people, (0, 2), 0.6)
+            assert found == pytest.approx(expected.get(key, math.nan), abs=1e-12, nan_ok=True), key

@@ -112,6 +112,7 @@ def test_the_verdict_count_error_is_given_back_to_the_model(scripted: ScriptedMo
 # --- transient faults -----------------------------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("quick_retries")
 def test_429_500_503_and_timeouts_on_a_fifth_of_calls(scripted: ScriptedModel, tmp_path: Path) -> None:
     import random
 

@@ -83,6 +83,7 @@ def test_http_body_template_nested_output_path_and_bearer_token(
     assert "tok-123" not in (tmp_path / "run" / "results.jsonl").read_text()
 
 
+@pytest.mark.usefixtures("quick_retries")
 def test_rate_limits_and_server_errors_are_retried(tmp_path: Path, service: Service) -> None:
     seen: dict[str, int] = {}
 

@@ -11,6 +11,7 @@ import pytest
 
 from evalframe.errors import EXIT_TRACKING
 from evalframe.run import pipeline
+from evalframe.tracking import store
 from evalframe.tracking.store import unavailable
 from tests.conftest import Unprivileged, compose, fake_model
 from tests.scripted import ScriptedModel
@@ -31,13 +32,18 @@ def one_clear_line(err: str) -> str:
 
 
 def test_a_tracking_server_that_never_answers_fails_the_logging_in_seconds(
-    silent_server: str, scripted: ScriptedModel, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    silent_server: str,
+    scripted: ScriptedModel,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.setattr(store, "PROBE_TIMEOUT", 0.5)  # 5 s for a user: the line names the wait made
     code, results = run_logged_to(silent_server, scripted, tmp_path)
     assert code == EXIT_TRACKING
     assert len(results.read_text().splitlines()) == 3
     line = one_clear_line(capsys.readouterr().err)
-    assert f"the tracking server at {silent_server} did not answer within 5 s" in line
+    assert f"the tracking server at {silent_server} did not answer within 0.5 s" in line
 
 
 def test_an_mlflow_database_that_cannot_be_written_fails_the_logging_in_seconds(
@@ -90,8 +96,6 @@ def test_an_mlflow_database_in_a_read_only_directory_fails_in_seconds_in_one_lin
 
 def test_a_store_that_cannot_be_reached_is_named_without_its_credentials() -> None:
     import socket
-
-    from evalframe.tracking.store import unavailable
 
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
