@@ -198,6 +198,7 @@ class Rows:
 
     def __init__(self, read: Callable[[], Iterator[Row]], source: str):
         self._read = read
+        self._kept: list[Row] | None = None  # the rows, when validate() found they fit in one window
         self.source = source  # named in error messages
         self.count: int | None = None  # known once validate() has read them all
         self.digest = ""  # of every row's content, known once validate() has read them all
@@ -212,7 +213,7 @@ class Rows:
         return cls(lambda: iter(rows), source)
 
     def __iter__(self) -> Iterator[Row]:
-        return self._read()
+        return iter(self._kept) if self._kept is not None else self._read()
 
     def __len__(self) -> int:
         if self.count is None:
@@ -230,10 +231,14 @@ class Rows:
 
     def validate(self, check: Callable[[list[Row]], None], size: int = 2000) -> Row:
         """Read every row once, passing each window to `check` (which raises DataError); returns the
-        first row (scorers check their prompts against it). Fails on an empty dataset."""
+        first row (scorers check their prompts against it). Fails on an empty dataset. Rows that fit in
+        one window are kept, and the run scores those instead of reading the source again: memory holds
+        a window in flight anyway, and a second read of a remote source (MLflow traces with their spans)
+        costs as much as the first."""
         count, first = 0, None
         digest = hashlib.sha256()
-        for window in self.windows(size):
+        for number, window in enumerate(self.windows(size)):
+            self._kept = window if number == 0 else None
             check(window)
             first = first or window[0]
             count += len(window)

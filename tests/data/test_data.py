@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -104,3 +105,25 @@ def test_wrong_types_become_text_as_the_reference_system_does(tmp_path: Path) ->
     path = write(tmp_path / "d.jsonl", ['{"input": 12, "ground_truth": true, "output": {"a": [1, 2]}}'])
     [row] = load_rows({"path": str(path)})
     assert (row.input, row.ground_truth, row.output) == ("12", "true", '{"a": [1, 2]}')
+
+
+def test_rows_that_fit_in_one_window_are_read_once_and_more_are_streamed_again() -> None:
+    from evalframe.data.rows import Row, Rows
+
+    reads = []
+
+    def source(n: int) -> Rows:
+        def read() -> Any:
+            reads.append(n)
+            return (Row(id=str(i), input=f"q{i}", ground_truth=None, output=None, line=i) for i in range(n))
+
+        return Rows(read, "memory")
+
+    small = source(3)
+    small.validate(lambda window: None, size=3)
+    assert [r.id for r in small] == [r.id for r in small] == ["0", "1", "2"]
+    assert reads == [3]  # scored from what validate read: a remote source is asked once
+    large = source(5)
+    large.validate(lambda window: None, size=3)
+    assert [r.id for r in large] == ["0", "1", "2", "3", "4"]
+    assert reads == [3, 5, 5]  # two windows: read again as a stream, memory holds one window
