@@ -213,6 +213,7 @@ def test_a_429_holds_the_models_other_requests_until_its_retry_after() -> None:
     assert all(at - turned_away >= 0.8 for at, _ in later)
 
 
+@pytest.mark.slow  # 5 s and more: episodes of 429s, each cool-down twice the last
 def test_429s_without_headers_cut_the_limit_and_every_item_is_still_scored(tmp_path: Path) -> None:
     """A judge that refuses whatever is beyond two requests in flight, saying only 429: the limit
     comes down from concurrency, every item is scored, and the summary and MLflow say so (the 429s,
