@@ -53,19 +53,25 @@ _LEAKY = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "MLFLOW_TRACK
 # first: pytest-xdist hands tests out in order, so the suite ends on short ones instead of waiting for
 # one long test that started last.
 FIRST = (
-    "test_parallel.py::test_a_joblib_sweep",
-    "test_parallel.py::test_a_ray_sweep",
     "test_ui.py::",
-    "test_rag_judges.py::test_a_sweep_and_rescore",
-    "test_sweep.py::test_optuna_tunes",
-    "test_ui_command.py::",
-    "test_storage.py::test_a_sweep_killed_with_sigkill",
+    "test_parallel.py::test_a_joblib_sweep",
     "test_constrained_judges.py::test_the_readme_commands",
-    "test_compare.py::test_the_readme_github_actions_step",
-    "test_rate_limits.py::test_a_parallel_sweeps",
-    "test_sweep.py::test_the_grid_preset",
-    "test_parallel.py::",
+    "test_parallel.py::test_a_ray_sweep",
     "test_postgres.py::",
+    "test_ui_command.py::",
+    "test_parallel.py::",
+    "test_storage.py::test_a_sweep_killed_with_sigkill",
+    "test_reference.py::test_sas_squad_agreement",
+    "test_rate_limits.py::test_a_parallel_sweeps",
+    "test_batch.py::test_a_run_killed_while_its_batch_is_pending",
+    "test_rag_judges.py::test_a_sweep_and_rescore",
+    "test_readme.py::test_the_python_blocks",
+    "test_sweep.py::test_optuna_tunes",
+    "test_cache.py::test_a_nine_point_penalty_sweep",
+    "test_targets.py::test_cli_python_target",
+    "test_pytest_plugin.py::",
+    "test_compare.py::test_the_readme_github_actions_step",
+    "test_storage.py::test_two_runs_started_at_once",
 )
 
 
