@@ -16,11 +16,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalframe.data.values import HANDED, LISTS, ToolCall, as_text, check_values, human_score, lists_of
+from evalframe.data.conversations import Conversation, conversation_of
+from evalframe.data.values import (
+    HANDED,
+    LISTS,
+    ToolCall,
+    as_text,
+    check_values,
+    human_score,
+    json_list,
+    lists_of,
+)
 from evalframe.errors import ConfigError, DataError
 from evalframe.paths import RESOURCES_DIR, SAMPLE_DATASET
 
 FIELDS = ("id", "input", "ground_truth", "output")
+# A conversation's columns (data/conversations.py), each optional and mapped like the others
+# (dataset.columns.messages=turns): the chat itself, what it should end in, the assistant's role, and
+# what a simulated user is after.
+CONVERSATION = ("messages", "expected_outcome", "chatbot_role", "scenario")
 
 
 @dataclass(frozen=True)
@@ -43,6 +57,11 @@ class Row:
     # its verdicts are written back. None for file rows.
     trace_id: str | None = None
     retriever_span_id: str | None = None  # the RETRIEVER span its contexts came from: per-chunk verdicts
+    # A conversation item (CONVERSATION columns; None: the dataset has no such column for this row).
+    messages: Conversation | None = None
+    expected_outcome: str | None = None
+    chatbot_role: str | None = None
+    scenario: str | None = None
 
 
 def _records(path: Path, fmt: str) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -59,6 +78,9 @@ def _records(path: Path, fmt: str) -> Iterator[tuple[int, dict[str, Any]]]:
                 reader = csv.DictReader(handle)
                 for record in reader:
                     yield reader.line_num, record
+                return
+            if fmt == "json":  # one JSON array of objects (DeepEval's saved datasets): read whole
+                yield from enumerate(_array(handle.read(), path), start=1)
                 return
             for number, line in enumerate(handle, start=1):
                 if not line.strip():
@@ -82,6 +104,19 @@ def _records(path: Path, fmt: str) -> Iterator[tuple[int, dict[str, Any]]]:
             ) from None
 
 
+def _array(text: str, path: Path) -> list[Any]:
+    """A .json dataset's records: a JSON array, each record numbered from 1 in errors."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise DataError(f"{path}: not valid JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
+    except (ValueError, RecursionError) as e:
+        raise DataError(f"{path}: {_unreadable(e)}") from None
+    if not isinstance(value, list):
+        raise DataError(f"{path}: a .json dataset is one JSON array of objects, got {type(value).__name__}")
+    return value
+
+
 def _unreadable(e: ValueError | RecursionError) -> str:
     if isinstance(e, RecursionError):
         return "a value is nested too deeply to read; flatten it"
@@ -100,7 +135,7 @@ def resolve_path(path: str | None) -> Path:
 def column_names(cfg: Mapping[str, Any]) -> dict[str, str | None]:
     """The dataset column each field is read from (dataset.columns; a field's own name by default)."""
     mapped = cfg.get("columns") or {}
-    return {name: mapped.get(name, name) for name in (*FIELDS, *LISTS)}
+    return {name: mapped.get(name, name) for name in (*FIELDS, *LISTS, *CONVERSATION)}
 
 
 def _rows(
@@ -143,8 +178,15 @@ def _row(
     for column, value in record.items():
         check_values(column, "a column's name", where)
         check_values(value, repr(column), where)
+    chat = _conversation(record, columns, where)
     question = ""
-    if columns["input"] is not None:  # null: the dataset has no questions (e.g. answer pairs)
+    if chat.get("messages") is not None and columns["input"] not in record:
+        # A conversation's question is its first user turn (the item's name in reports), its output
+        # the last assistant turn: single-turn scorers judge that turn.
+        question = chat["messages"].user_turns[0].content
+    elif chat.get("scenario") is not None and columns["input"] not in record:
+        question = chat["scenario"]  # a simulated user's conversation: none is recorded yet
+    elif columns["input"] is not None:  # null: the dataset has no questions (e.g. answer pairs)
         if columns["input"] not in record:
             raise DataError(
                 f"{where}: no {columns['input']!r} field for the input; {input_fix} "
@@ -154,27 +196,47 @@ def _row(
         if not question.strip():
             raise DataError(f"{where}: the input ({columns['input']!r}) is empty; every row needs a question")
     row_id = as_text(record.get(columns["id"])) or str(number)
+    output = as_text(record.get(columns["output"]))
+    if output is None and chat.get("messages") is not None:
+        last = chat["messages"].last("assistant")
+        output = last.content if last else None
     return Row(
         id=row_id,
         input=question,
         ground_truth=as_text(record.get(columns["ground_truth"])),
-        output=as_text(record.get(columns["output"])),
+        output=output,
         line=number,
         extra=dict(record),
         human=human_score(record, human_column, where),
         **lists_of(record, columns, where),
+        **chat,
     )
+
+
+def _conversation(record: Mapping[str, Any], columns: Mapping[str, str | None], where: str) -> dict[str, Any]:
+    """The CONVERSATION columns of one record as Row fields; a column the record lacks is left out."""
+    found: dict[str, Any] = {}
+    for name in CONVERSATION:
+        column = columns.get(name, name)
+        if column is None or record.get(column) is None:
+            continue
+        value = record[column]
+        if name == "messages":
+            found[name] = conversation_of(json_list(value, column, where), column, where)
+        else:
+            found[name] = as_text(value)
+    return found
 
 
 def _read(cfg: Mapping[str, Any]) -> Iterator[Row]:
     """The rows of the dataset described by the `dataset` config group, one at a time, each checked:
     the file is never held in memory."""
     fmt = cfg.get("format", "jsonl")
-    if fmt not in ("jsonl", "csv"):
-        raise DataError(f"dataset.format={fmt!r} is not supported; use jsonl or csv")
+    if fmt not in ("jsonl", "csv", "json"):
+        raise DataError(f"dataset.format={fmt!r} is not supported; use jsonl, csv or json")
     path = resolve_path(cfg.get("path"))
     fix = "set dataset.columns.input to the right column, or null if there are no questions"
-    yield from _rows(_records(path, fmt), cfg, str(path), "line", fix)
+    yield from _rows(_records(path, fmt), cfg, str(path), "record" if fmt == "json" else "line", fix)
 
 
 def window_size(config: Mapping[str, Any]) -> int:

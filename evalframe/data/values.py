@@ -60,7 +60,7 @@ def human_score(record: Mapping[str, Any], column: str | None, where: str) -> fl
     return score
 
 
-def _json_list(value: Any, column: str, where: str) -> list[Any]:
+def json_list(value: Any, column: str, where: str) -> list[Any]:
     """A list column's value: a list, or a JSON list written as text (a CSV cell)."""
     if isinstance(value, str):
         text = value.strip()
@@ -167,7 +167,7 @@ def lists_of(record: Mapping[str, Any], columns: Mapping[str, str | None], where
         column = columns.get(name, name)
         if column is None or record.get(column) is None:
             continue
-        value = _json_list(record[column], column, where)
+        value = json_list(record[column], column, where)
         if name in ("tool_calls", "expected_tool_calls"):
             found[name] = [tool_call(v, column, where) for v in value]
         elif name == "available_tools":
