@@ -33,7 +33,16 @@ def judge(server: Judge, *extra: str) -> list[str]:
 
 
 def test_every_group_has_the_options_the_docs_promise() -> None:
-    assert options("dataset") == ["csv", "jsonl", "mlflow_traces", "rag_sample", "run", "sample", "sas_squad"]
+    assert options("dataset") == [
+        "chat_sample",
+        "csv",
+        "jsonl",
+        "mlflow_traces",
+        "rag_sample",
+        "run",
+        "sample",
+        "sas_squad",
+    ]
     assert options("target") == ["dataset", "http", "llm", "python"]
     assert options("scorer") == [
         "answer_relevancy",

@@ -29,6 +29,8 @@ def test_wheel_carries_conf_prompts_and_sample_and_runs_from_them(tmp_path: Path
         "evalframe/resources/sample.jsonl",
         "evalframe/resources/rag_sample.jsonl",
         "evalframe/conf/dataset/rag_sample.yaml",
+        "evalframe/resources/chat_sample.jsonl",
+        "evalframe/conf/dataset/chat_sample.yaml",
     } <= names
 
     unpacked = tmp_path / "site"
