@@ -40,7 +40,9 @@ def test_wheel_carries_conf_prompts_and_sample_and_runs_from_them(tmp_path: Path
     code = (
         "import evalframe.paths as p, evalframe.scorers.prompts as pr;"
         "print(p.CONF_DIR); print(p.PROMPTS_DIR);"
-        "print(pr.PromptSet(None, 'answer_similarity').render('extract', text='x')[1]['content'][:5])"
+        "print(pr.PromptSet(None, 'answer_similarity').render('extract', text='x')[1]['content'][:5]);"
+        "from evalframe.data.rows import load_rows;"
+        "print(len(load_rows({'path': 'bundled:chat_sample.jsonl'})))"
     )
     shown = subprocess.run(
         [sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True, check=True
@@ -48,6 +50,7 @@ def test_wheel_carries_conf_prompts_and_sample_and_runs_from_them(tmp_path: Path
     assert shown[0] == str(unpacked / "evalframe" / "conf") and shown[1] == str(
         unpacked / "evalframe" / "prompts"
     )
+    assert shown[3] == "21"  # the bundled conversations read from the wheel's own resources
     job = subprocess.run(
         [sys.executable, "-m", "evalframe", "scorer=answer_similarity", "--cfg", "job"],
         env=env,
