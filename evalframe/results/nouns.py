@@ -27,17 +27,33 @@ class Judgment:
     error: str | None = None
 
 
+def turn_verdicts(details: Any) -> list[Mapping[str, Any]]:
+    """The per-turn verdicts one judgment kept in its details (`details["turns"]`: one entry per judged
+    assistant turn, in order, each {turn, verdict, score, reason}); none when it judged no turns."""
+    turns = details.get("turns") if isinstance(details, Mapping) else None
+    return [t for t in turns if isinstance(t, Mapping)] if isinstance(turns, list) else []
+
+
+def turn_line(entry: Mapping[str, Any]) -> str:
+    """One turn's verdict in a line, named by the turn's number in the conversation: `turn 4 forgot
+    (0.00): reason`."""
+    score = entry.get("score")
+    shown = f" ({score:.2f})" if isinstance(score, int | float) and not math.isnan(score) else ""
+    return f"turn {entry.get('turn')} {entry.get('verdict')}{shown}: {entry.get('reason', '')}"
+
+
 def _verdict_lines(details: Any) -> list[str]:
     """The verdicts one judgment kept in its details, as ScoreResult.verdicts writes them."""
     if not isinstance(details, Mapping):
         return []
+    # A conversation judge's, per assistant turn (named by its number), then any per-claim ones.
+    lines = [turn_line(t) for t in turn_verdicts(details)]
     verdicts, statements = details.get("verdicts"), details.get("statements") or []
     if not isinstance(verdicts, list) and any(isinstance(s, Mapping) and "verdict" in s for s in statements):
         # the Judge's verdicts form: each statement with its verdict
         verdicts, statements = statements, [s.get("statement", "") for s in statements]
     if not isinstance(verdicts, list):
-        return []
-    lines = []
+        return lines
     for i, v in enumerate(verdicts):
         if not isinstance(v, Mapping):
             continue
@@ -101,6 +117,12 @@ class ScoreResult:
             lines += [f"{name}: {line}" for line in _verdict_lines(details)]
         return lines
 
+    def truncated_turns(self) -> list[int]:
+        """The turns cut from the judge's prompt (oldest first, data.conversations.truncated): the judge
+        never read them, so a verdict cannot rest on them."""
+        cut = self.details.get("truncated_turns")
+        return [n for n in cut if isinstance(n, int)] if isinstance(cut, list) else []
+
     def stored(self, limit: int) -> ScoreResult:
         """The score as results.jsonl and MLflow keep it: each step as StepResult.stored, and the reason,
         the judgments' reasons and every text of the details cut to `limit` characters. They are read
@@ -159,6 +181,10 @@ class ItemResult:
     # span: where the item's verdicts are written back (tracking.feedback), also by a later log-run.
     trace_id: str | None = None
     retriever_span_id: str | None = None
+    # A conversation item: the conversation its judges judged (row.messages, Conversation.as_records():
+    # the dataset's, or the one a live target regenerated), whatever shape or column it was read from;
+    # what report.html shows as a chat beside each turn's verdicts. None for a single-turn item.
+    conversation: list[dict[str, Any]] | None = None
 
     def stored(self, limit: int) -> ItemResult:
         """The item as it is stored: its scores and its target step as they say (their `stored`)."""
