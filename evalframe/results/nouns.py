@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -106,15 +106,23 @@ class ScoreResult:
         `position verdict “statement”: reason`; none when it kept no verdicts. A panel's (several
         judges, or repeats) are each judgment's in turn, named: `a: 0 yes “...”: ...`, `a, repeat 2:
         ...`, or `repeat 2: ...` for one judge."""
+        return self._lines(_verdict_lines)
+
+    def turn_lines(self) -> list[str]:
+        """The per-turn verdicts alone (a conversation judge's), as verdicts() writes them: `turn 4
+        forgot (0.00): reason`, a panel's named by judge."""
+        return self._lines(lambda details: [turn_line(t) for t in turn_verdicts(details)])
+
+    def _lines(self, lines_of: Callable[[Any], list[str]]) -> list[str]:
         panel = self.details.get("judgments")
         if not isinstance(panel, list):
-            return _verdict_lines(self.details)
+            return lines_of(self.details)
         judges = len({j.judge for j in self.judgments}) > 1
         repeats = any(j.repeat for j in self.judgments)
         lines = []
         for j, details in zip(self.judgments, panel, strict=False):  # both in judge then repeat order
             name = ", ".join(([j.judge] if judges else []) + ([f"repeat {j.repeat + 1}"] if repeats else []))
-            lines += [f"{name}: {line}" for line in _verdict_lines(details)]
+            lines += [f"{name}: {line}" for line in lines_of(details)]
         return lines
 
     def truncated_turns(self) -> list[int]:
