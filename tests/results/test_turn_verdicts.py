@@ -17,7 +17,7 @@ from evalframe.results.run import RunResult
 from evalframe.results.summary import reasons
 from evalframe.results.table import items_table
 
-CHAT = [
+CHAT: list[dict[str, Any]] = [
     {"role": "system", "content": "You are a travel bot."},
     {"role": "user", "content": "I'm Ann, vegetarian."},
     {"role": "assistant", "content": "Hi Ann!"},
