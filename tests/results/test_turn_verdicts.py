@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+from mlflow.tracking import MlflowClient  # at import: the test's store copies the template (conftest)
 
 from evalframe.results import intervals
 from evalframe.results.journal import item_from_json, to_jsonable
@@ -16,6 +18,7 @@ from evalframe.results.nouns import ItemResult, Judgment, ScoreResult
 from evalframe.results.run import RunResult
 from evalframe.results.summary import reasons
 from evalframe.results.table import items_table
+from evalframe.tracking import log as tracking
 
 CHAT: list[dict[str, Any]] = [
     {"role": "system", "content": "You are a travel bot."},
@@ -137,3 +140,26 @@ def test_the_interval_resamples_conversations_not_turns():
     per_turn = intervals.mean_interval([1.0, 1.0, 1.0, 0.0, 0.0, 1.0])  # what resampling turns would give
     assert result.intervals["retention/mean"] != per_turn
     assert math.isclose(result.summaries["retention"].mean, (0.75 + 0.0 + 1.0) / 3)
+
+
+def test_mlflow_shows_the_turn_verdicts_in_items_json_and_the_chat_in_report_html(tmp_path):
+    results = tmp_path / "run" / "results.jsonl"
+    results.parent.mkdir()
+    results.write_text("{}\n")
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    result = RunResult(items=[conversation_item(cut=[2]), plain_item()], scorers=["knowledge_retention"])
+    config = {"scorers": {"knowledge_retention": {}}, "tracking": {"traces": False}}
+    _, run_id = tracking.log_run(
+        result, config, uri=uri, experiment="chats", run_name="r", tags={}, results_file=results, notes=[]
+    )
+    client = MlflowClient(uri)
+    table = json.loads(
+        Path(client.download_artifacts(run_id, "items.json", str(tmp_path / "dl"))).read_text()
+    )
+    rows = [dict(zip(table["columns"], row, strict=True)) for row in table["data"]]
+    assert rows[0]["knowledge_retention/verdicts"].splitlines()[2] == "turn 7 forgot (0.00): steak"
+    assert rows[0]["knowledge_retention/truncated_turns"] == "2"
+    assert rows[0]["conversation"].startswith("[1] system: You are a travel bot.\n[2] user: I'm Ann")
+    assert rows[1]["conversation"] is None
+    page = Path(client.download_artifacts(run_id, "report.html", str(tmp_path))).read_text()
+    assert 'class="chat" id="chat-0"' in page and "forgot 0.00: steak" in page
