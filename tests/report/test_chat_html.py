@@ -216,3 +216,14 @@ def test_a_run_over_conversations_shows_each_as_a_chat_without_turn_verdicts(tmp
     assert [t.text() for t in it.find("div", "who")] == ["[1] user", "[2] assistant", "[3] assistant"]
     assert 'calls atlas({"q": "Italy"})' in it.text() and f"Milan {HOSTILE}" in it.text()
     assert not it.find("div", "verdict") and "exact_match 0.00" in it.text()
+    # Judged again from that run (dataset=run, as rescore reads a logged run): the same conversations.
+    again = run_cli(
+        ["scorer=exact_match", "tracking=none", "dataset=run", f"dataset.path={run_dir}"], cwd=tmp_path
+    )
+    assert again.returncode == 0, again.stdout + again.stderr
+    [second] = [d for d in (tmp_path / "outputs").glob("*/*") if d != run_dir]
+    restored = {r["id"]: r for r in map(json.loads, (second / "results.jsonl").read_text().splitlines())}
+    assert {k: r["conversation"] for k, r in restored.items()} == {
+        k: r["conversation"] for k, r in stored.items()
+    }
+    assert len(parse((second / "report.html").read_text()).find("div", "chat")) == 2
