@@ -17,6 +17,9 @@ from evalframe.results.nouns import ItemResult, ScoreResult, turn_verdicts
 
 # A message longer than this shows its start and folds the rest (chats hold long answers).
 FOLD_CHARS = 1200
+# Conversations shown as chats on one page: each is some 5 KB of HTML at 10 messages, so 2,000 would
+# add 10 MB (bench/bench_chat_report.py); past this the page says so, and results.jsonl holds them all.
+MAX_CHATS = 200
 
 CSS = """
 .chat{border:1px solid #d6dae3;border-radius:6px;padding:8px 12px;margin:10px 0;max-width:1100px}
@@ -138,12 +141,24 @@ def chat(item: ItemResult, scorers: Sequence[str], anchor: str) -> str:
     )
 
 
+def shown(items: Sequence[ItemResult]) -> list[int]:
+    """The positions in `items` of the conversations shown as chats: the first MAX_CHATS of them."""
+    return [i for i, item in enumerate(items) if item.conversation][:MAX_CHATS]
+
+
 def chats(items: Sequence[ItemResult], scorers: Sequence[str]) -> str:
-    """The conversations of `items` (those that have one), each as a chat; "" when none has one."""
-    shown = [chat(item, scorers, anchor(i)) for i, item in enumerate(items) if item.conversation]
-    if not shown:
+    """The first MAX_CHATS conversations of `items`, each as a chat; "" when no item has one."""
+    every, most = sum(1 for item in items if item.conversation), MAX_CHATS
+    if not every:
         return ""
-    return f"<h2>Conversations ({len(shown)})</h2>" + "".join(shown)
+    note = (
+        f'<p class="note">The first {most} of {every} conversations; every one is in results.jsonl next to '
+        "this file (each item's <code>conversation</code>).</p>"
+        if every > most
+        else ""
+    )
+    chats = "".join(chat(items[i], scorers, anchor(i)) for i in shown(items))
+    return f"<h2>Conversations ({every})</h2>{note}{chats}"
 
 
 def anchor(position: int) -> str:

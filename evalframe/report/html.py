@@ -229,11 +229,12 @@ def _items(result: RunResult, max_items: int) -> str:
         headers += [f"{name} score", f"{name} reason"]
     shown = result.items[:max_items]
     rows = []
+    chats = set(chat_html.shown(shown))
     for position, item in enumerate(shown):
         label = escape(item.id)  # a conversation item's id links to its chat, below the table
         cells = [
             f'<td><a href="#{chat_html.anchor(position)}">{label}</a></td>'
-            if item.conversation
+            if position in chats
             else f"<td>{label}</td>",
             f'<td class="text">{text(item.input)}</td>',
             f'<td class="text">{text(item.output)}</td>',

@@ -9,7 +9,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
-from evalframe.report import html as html_report
+from evalframe.report import chat_html, html as html_report
 from evalframe.results.nouns import ItemResult, ScoreResult
 from evalframe.results.run import RunResult
 from tests.conftest import run_cli
@@ -227,3 +227,12 @@ def test_a_run_over_conversations_shows_each_as_a_chat_without_turn_verdicts(tmp
         k: r["conversation"] for k, r in stored.items()
     }
     assert len(parse((second / "report.html").read_text()).find("div", "chat")) == 2
+
+
+def test_past_the_cap_the_page_shows_the_first_chats_and_says_where_the_rest_are(monkeypatch):
+    items = [ItemResult(f"c{i}", "hi", None, "", scores={"kr": turns()}, conversation=CHAT) for i in range(3)]
+    monkeypatch.setattr(chat_html, "MAX_CHATS", 2)
+    page = parse(html_report.run_report(RunResult(items=items, scorers=["kr"]), "t").html)
+    assert [c.attrs["id"] for c in page.find("div", "chat")] == ["chat-0", "chat-1"]
+    assert [a.attrs["href"] for a in page.find("a")] == ["#chat-0", "#chat-1"]  # no link to a missing chat
+    assert "The first 2 of 3 conversations" in page.text() and "results.jsonl" in page.text()
