@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from evalframe.models import imports
+from evalframe.report import chat_html
 from evalframe.results.nouns import SHOWN_UNSCORED, ItemResult
 from evalframe.results.run import RunResult
 from evalframe.results.summary import AGREEMENT, COLUMNS, Summary, fmt
@@ -34,7 +35,8 @@ MAX_TABLE_ITEMS = 2000
 # A cell longer than this shows its start and folds the rest into <details> (no JavaScript needed).
 FOLD_CHARS = 400
 
-_CSS = """
+_CSS = (
+    """
 body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px;color:#1d2433;background:#fff}
 h1{font-size:22px;margin:0 0 4px}h2{font-size:18px;margin:28px 0 8px}
 .meta{color:#5b6478;font-size:13px}
@@ -49,6 +51,8 @@ td.text{max-width:380px;white-space:pre-wrap;word-break:break-word}
 .plots img{max-width:520px;margin:4px 12px 4px 0;border:1px solid #e4e7ee}
 summary{cursor:pointer;color:#2f5bd3}
 """
+    + chat_html.CSS
+)
 
 
 @dataclass
@@ -225,9 +229,13 @@ def _items(result: RunResult, max_items: int) -> str:
         headers += [f"{name} score", f"{name} reason"]
     shown = result.items[:max_items]
     rows = []
-    for item in shown:
+    chats = set(chat_html.shown(shown))
+    for position, item in enumerate(shown):
+        label = escape(item.id)  # a conversation item's id links to its chat, below the table
         cells = [
-            f"<td>{escape(item.id)}</td>",
+            f'<td><a href="#{chat_html.anchor(position)}">{label}</a></td>'
+            if position in chats
+            else f"<td>{label}</td>",
             f'<td class="text">{text(item.input)}</td>',
             f'<td class="text">{text(item.output)}</td>',
             f'<td class="text">{text(item.ground_truth)}</td>',
@@ -251,7 +259,8 @@ def _items(result: RunResult, max_items: int) -> str:
 
 
 def run_report(result: RunResult, title: str, max_items: int = MAX_TABLE_ITEMS) -> Report:
-    """The run's page: summary per scorer, a histogram per scorer and the per-item table."""
+    """The run's page: summary per scorer, a histogram per scorer, the per-item table and each
+    conversation item as a chat with its per-turn verdicts."""
     plots: dict[str, bytes] = {}
     for name, s in result.summaries.items():
         scores = [i.scores[name].score for i in result.items if name in i.scores and i.scores[name].scored]
@@ -263,6 +272,7 @@ def run_report(result: RunResult, title: str, max_items: int = MAX_TABLE_ITEMS) 
         _summary(summary),
         f'<h2>Score distributions</h2><div class="plots">{images}</div>',
         _items(result, max_items),
+        chat_html.chats(result.items[:max_items], result.scorers),
     ]
     return Report(page(title, _about(result), sections), plots)
 

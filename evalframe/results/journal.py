@@ -96,6 +96,7 @@ def item_from_json(d: dict[str, Any]) -> ItemResult:
         record=d.get("record") or {},
         trace_id=d.get("trace_id"),
         retriever_span_id=d.get("retriever_span_id"),
+        conversation=d.get("conversation"),
     )
 
 

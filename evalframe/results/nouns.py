@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -27,17 +27,33 @@ class Judgment:
     error: str | None = None
 
 
+def turn_verdicts(details: Any) -> list[Mapping[str, Any]]:
+    """The per-turn verdicts one judgment kept in its details (`details["turns"]`: one entry per judged
+    assistant turn, in order, each {turn, verdict, score, reason}); none when it judged no turns."""
+    turns = details.get("turns") if isinstance(details, Mapping) else None
+    return [t for t in turns if isinstance(t, Mapping)] if isinstance(turns, list) else []
+
+
+def turn_line(entry: Mapping[str, Any]) -> str:
+    """One turn's verdict in a line, named by the turn's number in the conversation: `turn 4 forgot
+    (0.00): reason`."""
+    score = entry.get("score")
+    shown = f" ({score:.2f})" if isinstance(score, int | float) and not math.isnan(score) else ""
+    return f"turn {entry.get('turn')} {entry.get('verdict')}{shown}: {entry.get('reason', '')}"
+
+
 def _verdict_lines(details: Any) -> list[str]:
     """The verdicts one judgment kept in its details, as ScoreResult.verdicts writes them."""
     if not isinstance(details, Mapping):
         return []
+    # A conversation judge's, per assistant turn (named by its number), then any per-claim ones.
+    lines = [turn_line(t) for t in turn_verdicts(details)]
     verdicts, statements = details.get("verdicts"), details.get("statements") or []
     if not isinstance(verdicts, list) and any(isinstance(s, Mapping) and "verdict" in s for s in statements):
         # the Judge's verdicts form: each statement with its verdict
         verdicts, statements = statements, [s.get("statement", "") for s in statements]
     if not isinstance(verdicts, list):
-        return []
-    lines = []
+        return lines
     for i, v in enumerate(verdicts):
         if not isinstance(v, Mapping):
             continue
@@ -90,16 +106,30 @@ class ScoreResult:
         `position verdict “statement”: reason`; none when it kept no verdicts. A panel's (several
         judges, or repeats) are each judgment's in turn, named: `a: 0 yes “...”: ...`, `a, repeat 2:
         ...`, or `repeat 2: ...` for one judge."""
+        return self._lines(_verdict_lines)
+
+    def turn_lines(self) -> list[str]:
+        """The per-turn verdicts alone (a conversation judge's), as verdicts() writes them: `turn 4
+        forgot (0.00): reason`, a panel's named by judge."""
+        return self._lines(lambda details: [turn_line(t) for t in turn_verdicts(details)])
+
+    def _lines(self, lines_of: Callable[[Any], list[str]]) -> list[str]:
         panel = self.details.get("judgments")
         if not isinstance(panel, list):
-            return _verdict_lines(self.details)
+            return lines_of(self.details)
         judges = len({j.judge for j in self.judgments}) > 1
         repeats = any(j.repeat for j in self.judgments)
         lines = []
         for j, details in zip(self.judgments, panel, strict=False):  # both in judge then repeat order
             name = ", ".join(([j.judge] if judges else []) + ([f"repeat {j.repeat + 1}"] if repeats else []))
-            lines += [f"{name}: {line}" for line in _verdict_lines(details)]
+            lines += [f"{name}: {line}" for line in lines_of(details)]
         return lines
+
+    def truncated_turns(self) -> list[int]:
+        """The turns cut from the judge's prompt (oldest first, data.conversations.truncated): the judge
+        never read them, so a verdict cannot rest on them."""
+        cut = self.details.get("truncated_turns")
+        return [n for n in cut if isinstance(n, int)] if isinstance(cut, list) else []
 
     def stored(self, limit: int) -> ScoreResult:
         """The score as results.jsonl and MLflow keep it: each step as StepResult.stored, and the reason,
@@ -159,6 +189,10 @@ class ItemResult:
     # span: where the item's verdicts are written back (tracking.feedback), also by a later log-run.
     trace_id: str | None = None
     retriever_span_id: str | None = None
+    # A conversation item: the conversation its judges judged (row.messages, Conversation.as_records():
+    # the dataset's, or the one a live target regenerated), whatever shape or column it was read from;
+    # what report.html shows as a chat beside each turn's verdicts. None for a single-turn item.
+    conversation: list[dict[str, Any]] | None = None
 
     def stored(self, limit: int) -> ItemResult:
         """The item as it is stored: its scores and its target step as they say (their `stored`)."""

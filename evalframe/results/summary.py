@@ -255,6 +255,9 @@ def reasons(result: RunResult, items: list[Any] | None = None) -> str:
         lines += [f"**Output:** {item.output}", ""]
         for name, r in item.scores.items():
             lines.append(f"- **{name}** {f'{r.score:.2f}' if r.scored else 'unscored'}: {r.reason}")
+            lines += [f"  - {line}" for line in r.turn_lines()]  # a conversation judge's, per turn
+            if cut := r.truncated_turns():
+                lines.append(f"  - turns {', '.join(map(str, cut))} cut from the judge's prompt")
         lines.append("")
     return "\n".join(lines)
 

@@ -7,6 +7,9 @@ import math
 import statistics
 from typing import Any
 
+from evalframe.data.conversations import conversation_of, transcript
+from evalframe.errors import DataError
+from evalframe.results.nouns import ItemResult
 from evalframe.results.run import RunResult
 
 
@@ -37,6 +40,7 @@ def items_table(result: RunResult) -> dict[str, list[Any]]:
             if name in judged:
                 columns[f"{name}/verdicts"].append("\n".join(r.verdicts()) or None)
     _judgment_columns(result, columns)
+    _conversation_columns(result, columns)
     for name in result.scorers:
         for figure in result.figures[name]:
             columns[f"{name}/{figure}"] = [
@@ -62,3 +66,25 @@ def _judgment_columns(result: RunResult, columns: dict[str, list[Any]]) -> None:
         if repeated:
             stds = [i.scores[name].repeat_std() for i in result.items]
             columns[f"{name}/repeat_std"] = [None if math.isnan(v) else round(v, 4) for v in stds]
+
+
+def chat_text(item: ItemResult) -> str | None:
+    """A conversation item's conversation as the numbered transcript its judges read (`[4] assistant:
+    ...`, tool calls on their own lines), so the turn numbers of its verdicts can be looked up."""
+    if not item.conversation:
+        return None
+    try:
+        return transcript(conversation_of(item.conversation, "conversation", f"item {item.id}"))
+    except DataError:  # an odd record from an older results.jsonl: shown as it is, not lost
+        return "\n".join(f"{m.get('role')}: {m.get('content')}" for m in item.conversation)
+
+
+def _conversation_columns(result: RunResult, columns: dict[str, list[Any]]) -> None:
+    """For a run with conversation items: each one's transcript, and per scorer the turns cut from its
+    judge's prompt (the per-turn verdicts themselves are in `<scorer>/verdicts`, `turn 4 forgot: ...`)."""
+    if any(i.conversation for i in result.items):
+        columns["conversation"] = [chat_text(i) for i in result.items]
+    for name in result.scorers:
+        cut = [i.scores[name].truncated_turns() for i in result.items]
+        if any(cut):
+            columns[f"{name}/truncated_turns"] = [", ".join(map(str, c)) or None for c in cut]

@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from evalframe.data import handed as handover, rows as data, traces
-from evalframe.data.values import LISTS, lists_of
+from evalframe.data.conversations import conversation_of
+from evalframe.data.values import LISTS, as_text, lists_of
 from evalframe.errors import ConfigError, DataError
 from evalframe.results.journal import MANIFEST, RESULTS, iter_items
 from evalframe.results.nouns import ItemResult
@@ -55,8 +56,22 @@ def row_of(
         line=line,
         extra=item.record,
         human=item.human,
-        **found,
+        **{**_conversation(item, columns, where), **found},
     )
+
+
+def _conversation(item: ItemResult, columns: Mapping[str, str | None], where: str) -> dict[str, Any]:
+    """A conversation item's fields: the conversation its judges judged (kept whole on the item, so a
+    re-score judges the very same turns, whichever shape or column or target it came from) and its
+    expected outcome, assistant's role and scenario from the record, through the run's mapping."""
+    found: dict[str, Any] = {}
+    if item.conversation:
+        found["messages"] = conversation_of(item.conversation, "conversation", where)
+    for name in ("expected_outcome", "chatbot_role", "scenario"):
+        column = columns.get(name, name)
+        if column is not None and item.record.get(column) is not None:
+            found[name] = as_text(item.record[column])
+    return found
 
 
 def rows(cfg: Mapping[str, Any]) -> data.Rows:

@@ -74,6 +74,7 @@ async def _score_rows(
         fields = (row.id, row.input, row.ground_truth, output)
         item = ItemResult(*fields, target_step=step, human=row.human, record=dict(row.extra))
         item.trace_id, item.retriever_span_id = row.trace_id, row.retriever_span_id
+        item.conversation = row.messages.as_records() if row.messages else None  # what its judges judged
         items[row.id], waiting[row.id] = item, set(plan.scorers)
         if step and step.error:
             # An output that could not be produced is unscored by every scorer, never scored as empty.
