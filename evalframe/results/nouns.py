@@ -31,6 +31,11 @@ def _verdict_lines(details: Any) -> list[str]:
     """The verdicts one judgment kept in its details, as ScoreResult.verdicts writes them."""
     if not isinstance(details, Mapping):
         return []
+    turns = details.get("turns")
+    if isinstance(turns, list):  # a conversation judge's, per assistant turn: `turn 4 no: reason`
+        return [
+            f"turn {t.get('turn')} {t.get('verdict')}: {t.get('reason', '')}" for t in turns if isinstance(t, Mapping)
+        ]
     verdicts, statements = details.get("verdicts"), details.get("statements") or []
     if not isinstance(verdicts, list) and any(isinstance(s, Mapping) and "verdict" in s for s in statements):
         # the Judge's verdicts form: each statement with its verdict
@@ -87,7 +92,8 @@ class ScoreResult:
 
     def verdicts(self) -> list[str]:
         """One line per verdict a judge kept in details (per statement, claim or chunk, in order):
-        `position verdict “statement”: reason`; none when it kept no verdicts. A panel's (several
+        `position verdict “statement”: reason`, or per assistant turn `turn 4 verdict: reason`; none
+        when it kept no verdicts. A panel's (several
         judges, or repeats) are each judgment's in turn, named: `a: 0 yes “...”: ...`, `a, repeat 2:
         ...`, or `repeat 2: ...` for one judge."""
         panel = self.details.get("judgments")
