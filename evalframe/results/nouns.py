@@ -34,7 +34,9 @@ def _verdict_lines(details: Any) -> list[str]:
     turns = details.get("turns")
     if isinstance(turns, list):  # a conversation judge's, per assistant turn: `turn 4 no: reason`
         return [
-            f"turn {t.get('turn')} {t.get('verdict')}: {t.get('reason', '')}" for t in turns if isinstance(t, Mapping)
+            f"turn {t.get('turn')} {t.get('verdict')}: {t.get('reason', '')}"
+            for t in turns
+            if isinstance(t, Mapping)
         ]
     verdicts, statements = details.get("verdicts"), details.get("statements") or []
     if not isinstance(verdicts, list) and any(isinstance(s, Mapping) and "verdict" in s for s in statements):

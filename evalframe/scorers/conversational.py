@@ -86,7 +86,9 @@ class Scope:
         return self.view(conversation.until(turn, self.window if self.unit == "window" else None))
 
 
-def verdicts_score(verdicts: Sequence[str], weights: Mapping[str, float], aggregate: str, rules: Rules) -> float:
+def verdicts_score(
+    verdicts: Sequence[str], weights: Mapping[str, float], aggregate: str, rules: Rules
+) -> float:
     """Pure. mean: Σ weight ÷ verdicts; all: 1 when every verdict passes (has the table's best weight),
     else 0; deepeval: passed ÷ verdicts; mlflow: all. Times the scale."""
     if not verdicts:
@@ -136,14 +138,20 @@ def miscount(raw: str | None, wanted: int) -> str:
     return f"{found} verdicts for {wanted} assistant turns; " if found != wanted else ""
 
 
-def _nothing(what: str, rules: Rules, cut: Sequence[int], steps: list[StepResult] | None = None) -> ScoreResult:
+def _nothing(
+    what: str, rules: Rules, cut: Sequence[int], steps: list[StepResult] | None = None
+) -> ScoreResult:
     decided = rules.decided(what, NOTHING)
     decided.steps, decided.details = steps or [], {"truncated_turns": list(cut)}
     return decided
 
 
 def _cut_note(cut: Sequence[int]) -> list[str]:
-    return [f"Turns {', '.join(map(str, cut))} were cut from the prompt (max_turns / max_tokens)."] if cut else []
+    return (
+        [f"Turns {', '.join(map(str, cut))} were cut from the prompt (max_turns / max_tokens)."]
+        if cut
+        else []
+    )
 
 
 @dataclass(frozen=True)
@@ -187,7 +195,9 @@ class Turns:
         if failed is not None:  # one turn unjudged leaves the item unscored, never a smaller denominator
             return ScoreResult.unscored(f"{failed.step}: {failed.error}", steps)
         cut = sorted({n for _, c in views for n in c})
-        return self._scored([(t.number, s.reply or {}) for t, s in zip(turns, steps, strict=True)], steps, cut, rules)
+        return self._scored(
+            [(t.number, s.reply or {}) for t, s in zip(turns, steps, strict=True)], steps, cut, rules
+        )
 
     async def _whole(
         self, scope: Scope, render: Render, llm: LLM, conversation: Conversation, rules: Rules
@@ -203,7 +213,11 @@ class Turns:
         return self._scored([(n, step.reply[f"turn_{n}"]) for n in numbers], [step], list(cut), rules)
 
     def _scored(
-        self, judged: list[tuple[int, Mapping[str, Any]]], steps: list[StepResult], cut: list[int], rules: Rules
+        self,
+        judged: list[tuple[int, Mapping[str, Any]]],
+        steps: list[StepResult],
+        cut: list[int],
+        rules: Rules,
     ) -> ScoreResult:
         names = [e["verdict"] for _, e in judged]
         value = verdicts_score(names, self.verdicts, self.aggregate, rules)
@@ -268,7 +282,9 @@ class Checklist:
         names = [e["verdict"] for e in entries]
         value = verdicts_score(names, self.verdicts, self.aggregate, rules)
         reason = " ".join([self.reason(items, names, value, rules), *_cut_note(cut)])
-        return ScoreResult(value, reason, steps, {"statements": items, "verdicts": entries, "truncated_turns": list(cut)})
+        return ScoreResult(
+            value, reason, steps, {"statements": items, "verdicts": entries, "truncated_turns": list(cut)}
+        )
 
 
 Conversational = Turns | Checklist

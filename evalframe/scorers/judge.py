@@ -16,10 +16,10 @@ Output forms (the reply schema is built from them, so the model is constrained b
 
 Template variables: input, output, ground_truth (None when absent), contexts (the retrieved chunks, a
 list; None when the dataset has none), row (all dataset columns), statements in a verdicts step; and
-for conversations: conversation (the Conversation as the judge sees it, cut to max_turns / max_tokens;
-None without one), expected_outcome, chatbot_role, scenario, turns (the numbers of the assistant turns
-to judge), turn (unit=turn / window: the judged turn's number, else None) and rules; the function
-transcript(conversation) writes it as numbered lines.
+for a conversation row (`messages`): conversation (the Conversation as the judge sees it, cut to
+max_turns / max_tokens), expected_outcome, chatbot_role, scenario (None when absent), turns (the
+numbers of the assistant turns to judge), turn (unit=turn / window: the judged turn's number, else
+None) and rules; the function transcript(conversation) writes it as numbered lines.
 """
 
 from __future__ import annotations
@@ -238,7 +238,8 @@ class Judge(JudgeScorer):
             form.check(rules, self.key)
         elif compat is not None and not isinstance(form, Turns | Checklist):
             raise ConfigError(
-                f"{self.key}.compat applies to the claims, ranking, turns, intentions and rules output forms only"
+                f"{self.key}.compat applies to the claims, ranking, turns, intentions and rules output "
+                "forms only"
             )
         return rules
 
@@ -263,26 +264,32 @@ class Judge(JudgeScorer):
         return self.form.reply_model()  # one class per judge: its response format is built once
 
     def render(self, row: Row, output: str, step: str = "judge", **extra: Any) -> list[Message]:
-        chat = row.messages
         variables = {
             "input": row.input,
             "output": output,
             "ground_truth": row.ground_truth,
             "contexts": row.contexts,
             "row": dict(row.extra),
-            "conversation": self.scope.view(chat)[0] if chat is not None else None,
-            "expected_outcome": row.expected_outcome,
-            "chatbot_role": row.chatbot_role,
-            "scenario": row.scenario,
-            "turns": [t.number for t in chat.assistant_turns] if chat is not None else [],
-            "turn": None,
-            "rules": list(self.scope.rules),
+            **(self._conversation(row) if row.messages is not None else {}),
             **extra,
         }
         messages = self.prompts[step].render(**variables)
         if self.system:
             messages.insert(0, {"role": "system", "content": self.system.render(**variables)[0]["content"]})
         return messages
+
+    def _conversation(self, row: Row) -> dict[str, Any]:
+        """A conversation row's variables (a row without `messages` has none of them)."""
+        assert row.messages is not None
+        return {
+            "conversation": self.scope.view(row.messages)[0],
+            "expected_outcome": row.expected_outcome,
+            "chatbot_role": row.chatbot_role,
+            "scenario": row.scenario,
+            "turns": [t.number for t in row.messages.assistant_turns],
+            "turn": None,
+            "rules": list(self.scope.rules),
+        }
 
     def validate(self, sample: Row) -> None:
         # The output form's and rules' errors, then every step rendered once (StrictUndefined catches
@@ -315,4 +322,6 @@ class Judge(JudgeScorer):
         details = step.reply
         if row.messages is not None:  # a choice over a conversation (goal_accuracy): what was cut from it
             details = {**details, "truncated_turns": list(self.scope.view(row.messages)[1])}
-        return ScoreResult(score(form, step.reply, self.scale), f"{label}: {step.reply['reason']}", [step], details)
+        return ScoreResult(
+            score(form, step.reply, self.scale), f"{label}: {step.reply['reason']}", [step], details
+        )
