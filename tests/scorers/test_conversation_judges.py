@@ -526,3 +526,33 @@ def test_every_conversation_judge_is_data_on_the_generic_judge() -> None:
         ("messages",),
         ("messages", "chatbot_role"),
     }
+
+
+@pytest.mark.slow  # a Hydra multirun of four jobs: ~18 s here
+def test_a_sweep_of_aggregate_and_compat_re_scores_the_stored_replies_with_no_call(
+    scripted: ScriptedModel, tmp_path: Path
+) -> None:
+    scripted.responder = memory_judge
+    args = [
+        "scorer=knowledge_retention",
+        *fake_model(scripted),
+        "tracking=none",
+        "dataset=jsonl",
+        f"dataset.path={chat_data(tmp_path, {'forgotten': FORGOTTEN})}",
+    ]
+    assert run_cli(args, cwd=tmp_path).returncode == 0 and scripted.count() == 1
+    scripted.reset()
+    sweep = [
+        "scorers.knowledge_retention.output.aggregate=mean,all",
+        "scorers.knowledge_retention.compat=null,mlflow",
+    ]
+    swept = run_cli(["-m", *args, *sweep], cwd=tmp_path)
+    assert swept.returncode == 0, swept.stderr
+    assert scripted.count() == 0
+    jobs = re.findall(r"│ \d +│ +(mean|all) │ +(null|mlflow) │ +([\d.]+) │", swept.stdout)
+    assert sorted(jobs) == [
+        ("all", "mlflow", "0.000"),
+        ("all", "null", "0.000"),
+        ("mean", "mlflow", "0.000"),
+        ("mean", "null", "0.750"),
+    ]
