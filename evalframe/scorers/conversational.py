@@ -16,7 +16,8 @@ A verdict passes when it has its table's best weight. The verdicts aggregate as 
 verdicts) or `all` (1 when every verdict passes, else 0); `compat: deepeval` is passed ÷ verdicts (1
 without verdicts), `compat: mlflow` the yes/no of its session judges (every verdict passes). What the
 judge sees is cut oldest turn first to `max_turns` / `max_tokens`, the cut turns kept in
-details["truncated_turns"]. Everything after the replies is pure: aggregate, compat, empty, the
+details["truncated_turns"] (per turn: those cut from any turn's prompt, beyond what its window leaves
+out). Everything after the replies is pure: aggregate, compat, empty, the
 weights and scale re-score stored replies without a call.
 """
 

@@ -10,7 +10,6 @@ Output forms (the reply schema is built from them, so the model is constrained b
 - verdicts: statements of the output, each with a verdict of `verdicts` -> mean of their weights
 - claims, ranking: judged against the row's contexts in steps, one prompt file each
   (`prompt: {claims: ..., verdicts: ...}`, `prompt: {relevance: ...}`): evalframe.scorers.grounded
-
 - turns, intentions, rules: judged on the row's conversation (`messages`): evalframe.scorers.conversational,
   with the options unit (conversation | turn | window), window, max_turns, max_tokens and rules
 

@@ -383,7 +383,7 @@ def test_checklists_keep_their_verdicts_per_intention_and_rule(
     )
 
 
-def test_per_turn_verdicts_are_in_results_jsonl_and_the_table(
+def test_per_turn_verdicts_are_in_results_jsonl_the_table_and_the_report(
     scripted: ScriptedModel, tmp_path: Path
 ) -> None:
     scripted.responder = memory_judge
@@ -402,6 +402,8 @@ def test_per_turn_verdicts_are_in_results_jsonl_and_the_table(
         items_table(result)["knowledge_retention/verdicts"][0].splitlines()[2]
         == "turn 6 forgot: turn 6 asks again"
     )
+    html = (tmp_path / "out" / "report.html").read_text()
+    assert "<summary>4 verdicts</summary>" in html and "<div>turn 6 forgot: turn 6 asks again</div>" in html
 
 
 def test_empty_cases_follow_the_rule_or_the_peer(scripted: ScriptedModel, tmp_path: Path) -> None:
