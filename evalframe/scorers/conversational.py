@@ -48,7 +48,7 @@ COMPATS = ("deepeval", "mlflow")
 # What each peer gives a conversation with nothing to judge (no assistant turn, no intention, no rule):
 # DeepEval's conversational metrics score 1 without verdicts; MLflow's session judges give no yes/no.
 NOTHING = {"deepeval": 1.0, "mlflow": math.nan}
-_TURN_KEY = re.compile(r"turn_\d+")
+_KEY = re.compile(r"turn_\d+|\d+")  # a verdict's key: an assistant turn's, or a position
 
 Render = Callable[..., Any]  # (step, **variables) -> that step's messages
 
@@ -128,15 +128,18 @@ class IntentionList(Reply):
     intentions: list[str]
 
 
-def miscount(raw: str | None, wanted: int) -> str:
-    """'3 verdicts for 4 assistant turns; ' when an invalid reply judged another number of turns."""
+def miscount(raw: str | None, wanted: int, what: str = "assistant turns") -> str:
+    """'3 verdicts for 4 assistant turns; ' when an invalid reply judged another number of turns (keys
+    turn_N), intentions or rules (positions under "verdicts"); empty when the count is not what is wrong."""
     text = (raw or "").strip().removeprefix("```json").removeprefix("```").removesuffix("```")
     try:
         reply = json.loads(text)
     except ValueError:
         return ""
-    found = sum(bool(_TURN_KEY.fullmatch(k)) for k in reply) if isinstance(reply, dict) else 0
-    return f"{found} verdicts for {wanted} assistant turns; " if found != wanted else ""
+    if isinstance(reply, dict) and isinstance(reply.get("verdicts"), dict):
+        reply = reply["verdicts"]
+    found = sum(bool(_KEY.fullmatch(str(k))) for k in reply) if isinstance(reply, dict) else 0
+    return f"{found} verdicts for {wanted} {what}; " if found != wanted else ""
 
 
 def _nothing(
@@ -278,7 +281,8 @@ class Checklist:
         judged = await llm.structured(step, messages, verdicts_reply(tuple(self.verdicts), len(items)))
         steps.append(judged)
         if not judged.ok or judged.reply is None:
-            return ScoreResult.unscored(f"{step}: {judged.error}", steps)
+            miss = miscount(judged.raw, len(items), self.kind)
+            return ScoreResult.unscored(f"{step}: {miss}{judged.error}", steps)
         entries = in_order(judged.reply["verdicts"])
         names = [e["verdict"] for e in entries]
         value = verdicts_score(names, self.verdicts, self.aggregate, rules)

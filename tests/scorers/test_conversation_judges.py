@@ -516,6 +516,8 @@ def test_scope_and_miscount_by_hand() -> None:
     assert Scope.of("turn", None, None, None, ["a", " "], "k").rules == ("a",)
     assert miscount('{"turn_2": {}, "turn_4": {}, "turn_6": {}}', 4) == "3 verdicts for 4 assistant turns; "
     assert miscount('```json\n{"turn_2": {}}\n```', 1) == "" and miscount("not json", 3) == ""
+    two_of_three = '{"verdicts": {"0": {}, "1": {}}}'
+    assert miscount(two_of_three, 3, "rules") == "2 verdicts for 3 rules; "
     lines = ScoreResult(0.5, "", details={"turns": [{"turn": 2, "verdict": "no", "reason": "r"}]}).verdicts()
     assert lines == ["turn 2 no: r"]
     assert Rules.of("unscored", "mlflow", 1.0, "higher", "k", ("deepeval", "mlflow")).compat == "mlflow"
