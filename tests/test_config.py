@@ -51,14 +51,20 @@ def test_every_group_has_the_options_the_docs_promise() -> None:
         "context_precision_ids",
         "context_recall",
         "context_recall_ids",
+        "conversation_completeness",
+        "conversation_guidelines",
         "exact_match",
         "factuality",
         "faithfulness",
+        "goal_accuracy",
         "ground_truth_similarity",
         "hallucination",
+        "knowledge_retention",
+        "role_adherence",
         "semantic_similarity",
         "token_f1",
         "tool_call_accuracy",
+        "turn_relevancy",
     ]
     assert set(options("model")) >= {"gpt", "claude", "gemini", "ollama"}
     assert options("penalties") == ["default", "lenient", "strict"]

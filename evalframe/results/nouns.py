@@ -103,7 +103,8 @@ class ScoreResult:
 
     def verdicts(self) -> list[str]:
         """One line per verdict a judge kept in details (per statement, claim or chunk, in order):
-        `position verdict “statement”: reason`; none when it kept no verdicts. A panel's (several
+        `position verdict “statement”: reason`, or per assistant turn `turn 4 verdict: reason`; none
+        when it kept no verdicts. A panel's (several
         judges, or repeats) are each judgment's in turn, named: `a: 0 yes “...”: ...`, `a, repeat 2:
         ...`, or `repeat 2: ...` for one judge."""
         return self._lines(_verdict_lines)

@@ -53,16 +53,18 @@ class Rules:
     """How a claims or ranking verdict list becomes a score (all re-scorable: no prompt changes)."""
 
     empty: float = math.nan  # the `empty` rule's score; NaN: unscored (not applicable)
-    compat: str | None = None  # ragas | deepeval | mastra
+    compat: str | None = None  # ragas | deepeval | mastra (conversation forms: deepeval | mlflow)
     scale: float = 1.0
     better: str = "higher"  # which way is good: the reason names the verdicts that are not
 
     @classmethod
-    def of(cls, empty: Any, compat: Any, scale: float, better: str, key: str) -> Rules:
+    def of(
+        cls, empty: Any, compat: Any, scale: float, better: str, key: str, compats: tuple[str, ...] = COMPATS
+    ) -> Rules:
         rule = empty_rule(empty, key)
-        if compat is not None and compat not in COMPATS:
+        if compat is not None and compat not in compats:
             raise ConfigError(
-                f"{key}.compat={compat!r} is not an option; use one of {', '.join(COMPATS)} or null"
+                f"{key}.compat={compat!r} is not an option; use one of {', '.join(compats)} or null"
             )
         if better not in ("higher", "lower"):
             raise ConfigError(f"{key}.better={better!r}: use higher or lower (which scores are good)")

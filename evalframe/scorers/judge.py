@@ -10,9 +10,15 @@ Output forms (the reply schema is built from them, so the model is constrained b
 - verdicts: statements of the output, each with a verdict of `verdicts` -> mean of their weights
 - claims, ranking: judged against the row's contexts in steps, one prompt file each
   (`prompt: {claims: ..., verdicts: ...}`, `prompt: {relevance: ...}`): evalframe.scorers.grounded
+- turns, intentions, rules: judged on the row's conversation (`messages`): evalframe.scorers.conversational,
+  with the options unit (conversation | turn | window), window, max_turns, max_tokens and rules
 
 Template variables: input, output, ground_truth (None when absent), contexts (the retrieved chunks, a
-list; None when the dataset has none), row (all dataset columns), and statements in a verdicts step.
+list; None when the dataset has none), row (all dataset columns), statements in a verdicts step; and
+for a conversation row (`messages`): conversation (the Conversation as the judge sees it, cut to
+max_turns / max_tokens), expected_outcome, chatbot_role, scenario (None when absent), turns (the
+numbers of the assistant turns to judge), turn (unit=turn / window: the judged turn's number, else
+None) and rules; the function transcript(conversation) writes it as numbered lines.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, create_model
 
-from evalframe.data.rows import Row
+from evalframe.data.rows import CONVERSATION, Row
 from evalframe.data.values import LISTS
 from evalframe.errors import ConfigError
 from evalframe.models.calls import Message
@@ -33,7 +39,9 @@ from evalframe.models.context import Context
 from evalframe.models.settings import ModelSettings
 from evalframe.paths import PROMPTS_DIR
 from evalframe.results.nouns import ScoreResult
-from evalframe.scorers.base import JudgeScorer, Reply, enum_of, round_half_up, weights_of
+from evalframe.scorers import conversational
+from evalframe.scorers.base import COMPATS, JudgeScorer, Reply, enum_of, round_half_up, weights_of
+from evalframe.scorers.conversational import Checklist, Conversational, Scope, Turns
 from evalframe.scorers.grounded import KEYS, Claims, Grounded, Ranking, Rules, parse
 from evalframe.scorers.panel import Panel
 from evalframe.scorers.prompts import PromptFile
@@ -91,8 +99,15 @@ class Verdicts:
         return sum(self.verdicts[v] for v in found) / len(found), counts
 
 
-Form = Choice | Number | Verdicts | Grounded
-_KEYS = {"choice": {"choices"}, "number": {"min", "max"}, "verdicts": {"verdicts"}, **KEYS}
+Form = Choice | Number | Verdicts | Grounded | Conversational
+PER_ITEM = (Claims, Ranking, Turns, Checklist)  # forms whose reply schemas are built per item, in steps
+_KEYS = {
+    "choice": {"choices"},
+    "number": {"min", "max"},
+    "verdicts": {"verdicts"},
+    **KEYS,
+    **conversational.KEYS,
+}
 
 
 def parse_output(spec: Any, key: str) -> Form:
@@ -107,6 +122,8 @@ def parse_output(spec: Any, key: str) -> Form:
         raise ConfigError(f"{key}: unknown key(s) {unknown} for type {kind}; it takes {sorted(_KEYS[kind])}")
     if kind in KEYS:
         return parse(kind, spec, key)
+    if kind in conversational.KEYS:
+        return conversational.parse(kind, spec, key)
     if kind == "choice":
         return Choice(weights_of(spec.get("choices"), f"{key}.choices"))
     if kind == "verdicts":
@@ -151,15 +168,28 @@ class Judge(JudgeScorer):
         empty: Any = "unscored",
         compat: str | None = None,
         better: str = "higher",
+        unit: str = "conversation",
+        window: int | None = None,
+        max_turns: int | None = None,
+        max_tokens: int | None = None,
+        rules: list[str] | None = None,
     ):
         if empty_output not in ("zero", "judge"):
             raise ConfigError(
                 f"empty_output={empty_output!r} is not an option; use empty_output=zero (score 0, no call) "
                 "or empty_output=judge (the judge sees empty outputs too)"
             )
-        unknown = sorted(set(needs or ()) - set(LISTS))
+        unknown = sorted(set(needs or ()) - set(LISTS) - set(CONVERSATION))
         if unknown:
-            raise ConfigError(f"needs={unknown}: a judge can need the list columns {', '.join(LISTS)}")
+            raise ConfigError(
+                f"needs={unknown}: a judge can need the list columns {', '.join(LISTS)} or the "
+                f"conversation columns {', '.join(CONVERSATION)}"
+            )
+        if aggregate == "all":  # the issue's "aggregate: all" of turns, said where it belongs
+            raise ConfigError(
+                "aggregate=all: `aggregate` combines a panel's judges; every turn, intention or rule "
+                "passing is the output form's: output.aggregate=all"
+            )
         self.empty_output = empty_output
         self.panel = Panel.of(model, models, aggregate, tolerance, repeats, "scorers.<judge>")
         self.prompts = (
@@ -174,6 +204,7 @@ class Judge(JudgeScorer):
         self.needs = tuple(needs or ())
         self.better = better
         self._rules = (empty, compat)
+        self._scope = (unit, window, max_turns, max_tokens, rules or [])
 
     @property
     def key(self) -> str:
@@ -199,20 +230,36 @@ class Judge(JudgeScorer):
     @functools.cached_property
     def rules(self) -> Rules:
         empty, compat = self._rules
-        rules = Rules.of(empty, compat, self.scale, self.better, self.key)
-        if isinstance(self.form, Claims | Ranking):
-            self.form.check(rules, self.key)
-        elif compat is not None:
-            raise ConfigError(f"{self.key}.compat applies to the claims and ranking output forms only")
+        form = self.form
+        compats = form.compats if isinstance(form, Turns | Checklist) else COMPATS
+        rules = Rules.of(empty, compat, self.scale, self.better, self.key, compats)
+        if isinstance(form, Claims | Ranking):
+            form.check(rules, self.key)
+        elif compat is not None and not isinstance(form, Turns | Checklist):
+            raise ConfigError(
+                f"{self.key}.compat applies to the claims, ranking, turns, intentions and rules output "
+                "forms only"
+            )
         return rules
 
+    @functools.cached_property
+    def scope(self) -> Scope:
+        """What of a conversation the judge sees (checked before any call: window=0 stops the run)."""
+        scope = Scope.of(*self._scope, self.key)
+        if scope.unit != "conversation" and not isinstance(self.form, Turns):
+            raise ConfigError(
+                f"{self.key}.unit={scope.unit}: one call per assistant turn needs output type turns; "
+                "use unit=conversation"
+            )
+        return scope
+
     def required(self) -> tuple[str, ...]:
-        extra = self.form.needs if isinstance(self.form, Claims | Ranking) else ()
+        extra = self.form.needs if isinstance(self.form, PER_ITEM) else ()
         return tuple(dict.fromkeys((*super().required(), *extra)))
 
     @functools.cached_property
     def reply_model(self) -> type[BaseModel]:
-        assert not isinstance(self.form, Claims | Ranking)  # their schemas are per item
+        assert not isinstance(self.form, PER_ITEM)  # their schemas are per item
         return self.form.reply_model()  # one class per judge: its response format is built once
 
     def render(self, row: Row, output: str, step: str = "judge", **extra: Any) -> list[Message]:
@@ -222,6 +269,7 @@ class Judge(JudgeScorer):
             "ground_truth": row.ground_truth,
             "contexts": row.contexts,
             "row": dict(row.extra),
+            **(self._conversation(row) if row.messages is not None else {}),
             **extra,
         }
         messages = self.prompts[step].render(**variables)
@@ -229,15 +277,32 @@ class Judge(JudgeScorer):
             messages.insert(0, {"role": "system", "content": self.system.render(**variables)[0]["content"]})
         return messages
 
+    def _conversation(self, row: Row) -> dict[str, Any]:
+        """A conversation row's variables (a row without `messages` has none of them)."""
+        assert row.messages is not None
+        return {
+            "conversation": self.scope.view(row.messages)[0],
+            "expected_outcome": row.expected_outcome,
+            "chatbot_role": row.chatbot_role,
+            "scenario": row.scenario,
+            "turns": [t.number for t in row.messages.assistant_turns],
+            "turn": None,
+            "rules": list(self.scope.rules),
+        }
+
     def validate(self, sample: Row) -> None:
         # The output form's and rules' errors, then every step rendered once (StrictUndefined catches
         # variable typos), before any call.
         self.rules  # noqa: B018
-        if not isinstance(self.form, Claims | Ranking):
+        self.scope  # noqa: B018
+        if not isinstance(self.form, PER_ITEM):
             self.reply_model  # noqa: B018
         for step in self.prompts:
-            extra = self.form.variables(step) if isinstance(self.form, Claims | Ranking) else {}
+            extra = self.form.variables(step) if isinstance(self.form, PER_ITEM) else {}
             self.render(sample, sample.output or "text", step, **extra)
+            last = sample.messages.last("assistant") if sample.messages is not None else None
+            if isinstance(self.form, Turns) and last is not None:  # a per-turn prompt's branch too
+                self.render(sample, sample.output or "text", step, turns=[last.number], turn=last.number)
 
     async def chain(self, row: Row, output: str, ctx: Context, settings: ModelSettings) -> ScoreResult:
         form, llm = self.form, ctx.llm(settings)
@@ -245,10 +310,17 @@ class Judge(JudgeScorer):
             text = output if getattr(form, "of", "output") == "output" else row.ground_truth
             render = functools.partial(self.render, row, output)
             return await form.run(render, llm, text, row.contexts or [], self.rules)
+        if isinstance(form, Turns | Checklist):
+            assert row.messages is not None  # its needs (messages) are checked before any call
+            render = functools.partial(self.render, row, output)
+            return await form.run(self.scope, render, llm, row.messages, self.rules)
         step = await llm.structured("judge", self.render(row, output), self.reply_model)
         if not step.ok or step.reply is None:
             return ScoreResult.unscored(f"judge: {step.error}", [step])
         _, label = form.score(step.reply)
+        details = step.reply
+        if row.messages is not None:  # a choice over a conversation (goal_accuracy): what was cut from it
+            details = {**details, "truncated_turns": list(self.scope.view(row.messages)[1])}
         return ScoreResult(
-            score(form, step.reply, self.scale), f"{label}: {step.reply['reason']}", [step], step.reply
+            score(form, step.reply, self.scale), f"{label}: {step.reply['reason']}", [step], details
         )

@@ -15,6 +15,7 @@ from typing import Any
 import jinja2
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from evalframe.data.conversations import Conversation, transcript as _numbered
 from evalframe.errors import PromptError
 from evalframe.models.calls import Message
 from evalframe.paths import PROMPTS_DIR
@@ -31,6 +32,12 @@ def fence(text: Any, label: str) -> str:
     return f"<{tag}>\n{body}\n</{tag}>"
 
 
+def transcript(conversation: Conversation | None) -> str:
+    """A conversation as numbered lines, `[N] role: content` and its tool calls (what a judge reads of
+    a chat: its verdicts name turns by these numbers); empty without one."""
+    return _numbered(conversation) if conversation is not None else ""
+
+
 def _environment(directory: Path) -> ImmutableSandboxedEnvironment:
     env = ImmutableSandboxedEnvironment(
         loader=jinja2.FileSystemLoader(str(directory)),
@@ -39,6 +46,7 @@ def _environment(directory: Path) -> ImmutableSandboxedEnvironment:
         keep_trailing_newline=False,
     )
     env.filters["fence"] = fence
+    env.globals["transcript"] = transcript
     return env
 
 

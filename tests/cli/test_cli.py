@@ -157,9 +157,10 @@ def test_help_and_cfg_job_do_not_import_the_heavy_libraries(tmp_path: Path) -> N
     assert result.returncode == 0
     assert (
         "scorer: answer_relevancy, answer_similarity, context_precision, context_precision_ids, "
-        "context_recall, context_recall_ids, exact_match, factuality, faithfulness, ground_truth_similarity, "
-        "hallucination, "
-        "semantic_similarity, token_f1, tool_call_accuracy" in result.stdout
+        "context_recall, context_recall_ids, conversation_completeness, conversation_guidelines, "
+        "exact_match, factuality, faithfulness, goal_accuracy, ground_truth_similarity, "
+        "hallucination, knowledge_retention, role_adherence, "
+        "semantic_similarity, token_f1, tool_call_accuracy, turn_relevancy" in result.stdout
     )
     assert "model: claude, gemini, gpt, ollama" in result.stdout
     assert "base" not in result.stdout.split("== Configuration groups ==")[1].split("== Config ==")[0]

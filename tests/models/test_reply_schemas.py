@@ -14,6 +14,7 @@ from evalframe.models.llm import response_format
 from evalframe.models.loader import lib
 from evalframe.scorers.answer_relevancy import verdicts_reply
 from evalframe.scorers.answer_similarity import analysis_reply
+from evalframe.scorers.conversational import Checklist, IntentionList, Turns, turn_reply, turns_reply
 from evalframe.scorers.ground_truth_similarity import comparisons_reply
 from evalframe.scorers.grounded import Claims, Ranking
 from evalframe.scorers.judge import parse_output
@@ -141,13 +142,15 @@ def test_every_object_is_closed_and_fully_required() -> None:
     models: list[type[BaseModel]] = [analysis_reply(3, 2), verdicts_reply(2), comparisons_reply(2, 4)]
     for form in forms:
         parsed = parse_output(form, "k")
-        assert not isinstance(parsed, Claims | Ranking)
+        assert not isinstance(parsed, Claims | Ranking | Turns | Checklist)
         models.append(parsed.reply_model())
     # The judges checked against contexts: the statements step and one verdict per position.
     models += [
         *Claims("output", {"yes": 1.0, "no": 0.0}).reply_models(3),
         *Ranking("output", {"a": 1.0}).reply_models(2),
     ]
+    # The conversation judges: one verdict per numbered assistant turn, one turn's, the intentions.
+    models += [turns_reply(("yes", "no"), (2, 4, 6)), turn_reply(("yes",)), IntentionList]
     for model in models:
         text = json.dumps(model.model_json_schema())
         objects = [o for o in _walk(json.loads(text)) if o.get("type") == "object"]
