@@ -74,7 +74,8 @@ class Target(ABC):
             if step is not None and step.error is None and step.reply:
                 try:
                     row = handover.onto(row, handover.fields(step.reply, f"{self.label}, item {row.id}"))
-                    row = dataclasses.replace(row, **handover.trace_of(step.reply))  # a traced call's trace
+                    extra = {**row.extra, **handover.notes(step.reply)}  # why a simulated user stopped
+                    row = dataclasses.replace(row, extra=extra, **handover.trace_of(step.reply))
                 except DataError as e:  # a stored reply of an older evalframe, say: that item only
                     step.error = str(e)
             missing = [(name, need) for name, need in owed if getattr(row, need) is None]
