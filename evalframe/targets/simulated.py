@@ -94,7 +94,8 @@ def simulation_of(spec: Mapping[str, Any] | None) -> Simulation | None:
     turns = spec.get("max_turns", 5)
     if isinstance(turns, bool) or not isinstance(turns, int) or turns < 1:
         raise ConfigError(
-            f"{KEY}.max_turns={turns!r}: the most user turns of a simulated conversation, an integer of 1 or more"
+            f"{KEY}.max_turns={turns!r}: the most user turns of a simulated conversation, "
+            "an integer of 1 or more"
         )
     first = spec.get("first_message")
     if first is not None and (not isinstance(first, str) or not first.strip()):
