@@ -108,10 +108,9 @@ class PythonTarget(Conversing, Traced):
         self.timeout = timeout
         self.is_async = _is_async(self.fn)
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._check_arguments()
         self.simulate(simulate)
-        if self.simulation is not None:
-            self._check_arguments(conversation=True)
+        # A chat-only function (a required `messages`) is fine until a plain row would call it without.
+        self.chat_only = not self._check_arguments(self.simulation is not None)
 
     def run_on(self, loop: asyncio.AbstractEventLoop) -> None:
         """Run an async function's coroutines on `loop`: evaluate_async works on a thread of its own,
@@ -133,26 +132,43 @@ class PythonTarget(Conversing, Traced):
         self.validate_conversations(rows, source)
         if any(row.messages is not None for row in rows):
             self._check_arguments(conversation=True)
+        plain = next((row for row in rows if not self.talks(row)), None)
+        if self.chat_only and plain is not None:
+            raise ConfigError(
+                f"target.fn={self.name} needs `messages`, and {source}, line {plain.line} (id {plain.id}) "
+                "is no conversation: give `messages` a default (None), or map dataset.columns.messages"
+            )
 
-    def _check_arguments(self, conversation: bool = False) -> None:
+    def _check_arguments(self, conversation: bool = False) -> bool:
+        """Whether the function can be called as the config says (ConfigError if not at all); False
+        for one that can only be called with `messages` (a conversation's turns)."""
         try:
             signature = inspect.signature(self.fn)
         except (TypeError, ValueError):  # some builtins have no signature: nothing to check
-            return
+            return True
         given: tuple[Any, ...] = ("input", {}) if self.pass_row else ("input",)
-        try:
-            signature.bind(*given, **({"messages": []} if conversation else {}))
-        except TypeError:
-            wanted = "fn(input, row)" if self.pass_row else "fn(input)"
-            if conversation:
-                raise ConfigError(
-                    f"target.fn={self.name} has the signature {signature}; a conversation calls it as "
-                    f"{wanted[:-1]}, messages=[...]) once per user turn: add a `messages` parameter"
-                ) from None
+
+        def binds(**kwargs: Any) -> bool:
+            try:
+                signature.bind(*given, **kwargs)
+            except TypeError:
+                return False
+            return True
+
+        if binds(**({"messages": []} if conversation else {})):
+            return True
+        wanted = "fn(input, row)" if self.pass_row else "fn(input)"
+        if conversation:
             raise ConfigError(
-                f"target.fn={self.name} has the signature {signature}; it is called as {wanted}"
-                + ("" if self.pass_row else ", or as fn(input, row) with target.pass_row=true")
-            ) from None
+                f"target.fn={self.name} has the signature {signature}; a conversation calls it as "
+                f"{wanted[:-1]}, messages=[...]) once per user turn: add a `messages` parameter"
+            )
+        if binds(messages=[]):
+            return False
+        raise ConfigError(
+            f"target.fn={self.name} has the signature {signature}; it is called as {wanted}"
+            + ("" if self.pass_row else ", or as fn(input, row) with target.pass_row=true")
+        )
 
     async def answers(self, rows: list[Row], ctx: Context) -> list[tuple[str, StepResult | None]]:
         # Threads are made as needed, and the limiter keeps at most `concurrency` of them busy.
