@@ -6,14 +6,11 @@ scenario is done or max_turns, each conversation stored and judged again later a
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests import scripted as scripted_model
-from tests.conftest import fake_model, run_cli
+from tests.conftest import run_cli
 from tests.fake_judge import judge
 from tests.scripted import ScriptedModel
 from tests.targets.conftest import Service
@@ -22,7 +19,7 @@ from tests.testserver import FakeRequest
 
 SYSTEM = {"role": "system", "content": "You take pizza orders."}
 # Two recorded chats (their assistant turns are what a replay regenerates) and a plain question.
-CHATS = [
+CHATS: list[dict[str, Any]] = [
     {
         "id": "c1",
         "turns": [
@@ -92,8 +89,16 @@ def test_python_replay_regenerates_every_assistant_turn_from_its_own_history(tmp
     rows = [
         {**r, "ground_truth": g} for r, g in zip(CHATS, ["A3[A2[A1[]]]", "A2[A1[]]", "plain: x"], strict=True)
     ]
-    done = run_cli([*replay_args(write(tmp_path, rows)), "scorer=exact_match", "target=python",
-                    f"target.fn={__name__}:bot", *LENIENT], tmp_path)  # fmt: skip
+    done = run_cli(
+        [
+            *replay_args(write(tmp_path, rows)),
+            "scorer=exact_match",
+            "target=python",
+            f"target.fn={__name__}:bot",
+            *LENIENT,
+        ],
+        tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     items = saved(tmp_path)
     # The last regenerated answer is the output; each answer was made from the bot's own earlier ones.
@@ -105,13 +110,23 @@ def test_python_replay_regenerates_every_assistant_turn_from_its_own_history(tmp
     assert items["c1"]["scores"]["exact_match"]["score"] == 1.0
     # The new conversation is the item's: system and user turns kept, every assistant turn the bot's,
     # the recorded tool turn (part of a recorded answer) gone; in the step's reply and the record.
-    c1 = [("system", SYSTEM["content"]), ("user", "hi"), ("assistant", "A1[]"), ("user", "a margherita"),
-          ("assistant", "A2[A1[]]"), ("user", "that is all"), ("assistant", "A3[A2[A1[]]]")]  # fmt: skip
+    c1 = [
+        ("system", SYSTEM["content"]),
+        ("user", "hi"),
+        ("assistant", "A1[]"),
+        ("user", "a margherita"),
+        ("assistant", "A2[A1[]]"),
+        ("user", "that is all"),
+        ("assistant", "A3[A2[A1[]]]"),
+    ]
     assert texts(items["c1"]["target_step"]["reply"]["messages"]) == c1
     assert texts(items["c1"]["record"]["messages"]) == c1
     assert texts(items["c2"]["record"]["messages"]) == [
-        ("user", "status of order 7?"), ("assistant", "A1[]"), ("user", "thanks"), ("assistant", "A2[A1[]]"),
-    ]  # fmt: skip
+        ("user", "status of order 7?"),
+        ("assistant", "A1[]"),
+        ("user", "thanks"),
+        ("assistant", "A2[A1[]]"),
+    ]
     assert items["c2"]["record"]["turns"][3]["content"] == "recorded: it is baking"  # the dataset's, kept
     # One call per user turn, each with the conversation so far ending in that turn (its text = input).
     calls = {q: m for q, m in asked}
@@ -126,8 +141,16 @@ def test_python_replay_regenerates_every_assistant_turn_from_its_own_history(tmp
 
 
 def test_a_function_without_a_messages_parameter_is_named_before_any_call(tmp_path: Path) -> None:
-    done = run_cli([*replay_args(write(tmp_path, CHATS[:1])), "scorer=exact_match", "target=python",
-                    "target.fn=tests.targets.test_targets:capital", "dataset.columns.ground_truth=id"], tmp_path)  # fmt: skip
+    done = run_cli(
+        [
+            *replay_args(write(tmp_path, CHATS[:1])),
+            "scorer=exact_match",
+            "target=python",
+            "target.fn=tests.targets.test_targets:capital",
+            "dataset.columns.ground_truth=id",
+        ],
+        tmp_path,
+    )
     assert done.returncode == 2
     assert "a conversation calls it as fn(input, messages=[...])" in done.stderr
     assert "add a `messages` parameter" in done.stderr and "Traceback" not in done.stderr
@@ -153,9 +176,16 @@ def test_llm_replay_sends_the_conversation_so_far_as_the_models_messages(
     assert sent == [
         [brief, recorded, ("user", "hi")],
         [brief, recorded, ("user", "hi"), ("assistant", "R3"), ("user", "a margherita")],
-        [brief, recorded, ("user", "hi"), ("assistant", "R3"), ("user", "a margherita"), ("assistant", "R5"),
-         ("user", "that is all")],
-    ]  # fmt: skip
+        [
+            brief,
+            recorded,
+            ("user", "hi"),
+            ("assistant", "R3"),
+            ("user", "a margherita"),
+            ("assistant", "R5"),
+            ("user", "that is all"),
+        ],
+    ]
     item = saved(tmp_path)["c1"]
     assert item["output"] == "R7" and item["scores"]["exact_match"]["score"] == 0.0  # "R8" was a wrong guess
     assert [m["content"] for m in item["record"]["messages"] if m["role"] == "assistant"] == [
@@ -207,8 +237,16 @@ def test_http_replay_posts_the_messages_so_far(tmp_path: Path, service: Service)
 def test_a_turn_that_fails_leaves_the_item_unscored_never_a_shorter_conversation(tmp_path: Path) -> None:
     asked.clear()
     rows = [{**CHATS[0], "ground_truth": "-"}, {**CHATS[1], "ground_truth": "-"}]
-    done = run_cli([*replay_args(write(tmp_path, rows)), "scorer=exact_match", "target=python",
-                    f"target.fn={__name__}:fragile", *LENIENT], tmp_path)  # fmt: skip
+    done = run_cli(
+        [
+            *replay_args(write(tmp_path, rows)),
+            "scorer=exact_match",
+            "target=python",
+            f"target.fn={__name__}:fragile",
+            *LENIENT,
+        ],
+        tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     items = saved(tmp_path)
     assert "failed on user turn 2: " in items["c1"]["target_error"]

@@ -48,7 +48,7 @@ def play(request: FakeRequest) -> str | dict[str, Any]:
 def simulate(tmp_path: Path, scripted: ScriptedModel, *extra: str, rows: list[dict[str, Any]] = ROWS) -> Any:
     data = tmp_path / "scenarios.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    user = "{name: %s, api_key_env: null, api_base: null, timeout: 10}" % scripted_model.NAME
+    user = f"{{name: {scripted_model.NAME}, api_key_env: null, api_base: null, timeout: 10}}"
     args = ["dataset=jsonl", f"dataset.path={data}", "scorer=answer_relevancy", *fake_model(scripted)]
     target = ["target=python", f"target.fn={__name__}:pizza_bot", f"target.simulate.user_model={user}"]
     return run_cli([*args, *target, "target.simulate.max_turns=3", *extra], tmp_path)
@@ -98,8 +98,11 @@ def test_a_simulated_user_stops_at_its_scenarios_end_or_max_turns_and_is_stored(
     bot_calls.clear()
     fresh = {"EVALFRAME_CACHE_DIR": str(tmp_path / "empty-cache")}
     run_id = re.search(r"runs/([0-9a-f]{32})", done.stdout).group(1)  # type: ignore[union-attr]
-    again = run_cli(["rescore", f"run_id={run_id}", "scorers.answer_relevancy.uncertainty_weight=0.9", store],
-                    tmp_path, env=fresh)  # fmt: skip
+    again = run_cli(
+        ["rescore", f"run_id={run_id}", "scorers.answer_relevancy.uncertainty_weight=0.9", store],
+        tmp_path,
+        env=fresh,
+    )
     assert again.returncode == 0, again.stderr
     assert scripted.count() == 0 and bot_calls == [] and "0 model calls" in again.stdout
     rescored = items_of(sorted(tmp_path.glob("outputs/*/*/results.jsonl"))[-1])
@@ -122,8 +125,20 @@ def test_a_simulated_user_stops_at_its_scenarios_end_or_max_turns_and_is_stored(
         "reason": "counted",
         "rating": r.messages[-1]["content"].count("assistant:"),
     }
-    other = run_cli(["--config-dir", str(tmp_path / "conf"), "dataset=run", f"dataset.path={journal}",
-                     "target=dataset", "scorer=turns", *fake_model(scripted), "tracking=none"], tmp_path, env=fresh)  # fmt: skip
+    other = run_cli(
+        [
+            "--config-dir",
+            str(tmp_path / "conf"),
+            "dataset=run",
+            f"dataset.path={journal}",
+            "target=dataset",
+            "scorer=turns",
+            *fake_model(scripted),
+            "tracking=none",
+        ],
+        tmp_path,
+        env=fresh,
+    )
     assert other.returncode == 0, other.stderr
     assert bot_calls == [] and scripted.count(USER) == 0 and scripted.count() == 2  # one judge request each
     judged = items_of(sorted(tmp_path.glob("outputs/*/*/results.jsonl"))[-1])
