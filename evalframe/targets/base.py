@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from evalframe.data import handed as handover
+from evalframe.data.conversations import Conversation, Turn
 from evalframe.data.rows import Row, require
 from evalframe.errors import DataError
 from evalframe.models.calls import StepResult
@@ -21,8 +22,14 @@ from evalframe.models.context import Context
 from evalframe.models.settings import ModelSettings
 from evalframe.scorers.base import Scorer
 
-# What stands in for a field a target hands over, when scorers check their prompts before any call.
-_PLACEHOLDERS: dict[str, list[Any]] = {"contexts": ["text"], "context_ids": ["id"], "tool_calls": []}
+# What stands in for a field a target hands over, when scorers check their prompts before any call
+# (messages: a simulated conversation, targets.conversing).
+_PLACEHOLDERS: dict[str, Any] = {
+    "contexts": ["text"],
+    "context_ids": ["id"],
+    "tool_calls": [],
+    "messages": Conversation((Turn(1, "user", "text"), Turn(2, "assistant", "text"))),
+}
 
 
 class Target(ABC):

@@ -41,7 +41,11 @@ class Conversing(Target):
     simulation: Simulation | None = None
 
     def simulate(self, spec: Mapping[str, Any] | None) -> None:
+        """Set up `target.simulate`; a simulation provides every item's conversation, which the rows
+        then need not have (a conversation judge's need is met by each reply instead)."""
         self.simulation = simulation_of(spec)
+        if self.simulation is not None:
+            self.provides = self.provides | {"messages"}
 
     @abstractmethod
     async def answers(self, rows: list[Row], ctx: Context) -> list[tuple[str, StepResult | None]]:

@@ -180,3 +180,18 @@ def test_a_user_model_or_bot_failing_mid_conversation_leaves_the_item_unscored(
     error = items["nine"]["target_error"]
     assert error.startswith("the simulated user (scripted/judge) failed before user turn 3: invalid reply")
     assert items["nine"]["scores"]["answer_relevancy"]["score"] is None and items["nine"]["output"] == ""
+
+
+def test_a_simulation_provides_the_conversation_its_rows_lack() -> None:
+    from evalframe.data.rows import Row
+    from evalframe.targets import PythonTarget
+
+    user = {"name": scripted_model.NAME, "api_key_env": None}
+    target = PythonTarget(pizza_bot, simulate={"user_model": user, "max_turns": 2})
+    assert "messages" in target.provides and target.simulation is not None
+    assert target.simulation.max_turns == 2 and target.simulation.user_model.name == scripted_model.NAME
+    # Scorers check their prompts against a stand-in conversation before any call.
+    row = Row("two", "You want to order 2 pizzas.", None, None, 1, scenario="You want to order 2 pizzas.")
+    sample = target.sample(row).messages
+    assert sample is not None and [t.role for t in sample] == ["user", "assistant"]
+    assert "messages" not in PythonTarget(pizza_bot).provides  # a replay's rows have theirs
