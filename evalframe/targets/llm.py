@@ -56,6 +56,11 @@ class LLMTarget(Conversing):
 
     def validate(self, rows: list[Row], source: str) -> None:
         self.validate_conversations(rows, source)
+        if self.settings.batch and any(self.talks(row) for row in rows):
+            # Each turn waits for the answer before it: a batch per turn would take hours.
+            raise ConfigError(
+                "target.model.batch=true answers no conversation, turn by turn; set it to false"
+            )
         for row in rows:  # rendering is cheap; every row, so a column a template uses is never missing
             if not self.talks(row):
                 self._render(row)

@@ -9,6 +9,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests import scripted as scripted_model
 from tests.conftest import run_cli
 from tests.fake_judge import judge
@@ -259,3 +261,47 @@ def fragile(question: str, messages: list[dict[str, Any]]) -> str:
     if question == "a margherita":
         raise RuntimeError("the kitchen is on fire")
     return bot(question, messages)
+
+
+def searching_bot(question: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """A bot that looks the order up on every turn: what it retrieved and called is its turn's."""
+    n = sum(m["role"] == "user" for m in messages)
+    call = {"name": "lookup", "arguments": {"turn": n}}
+    return {"output": f"A{n}", "contexts": [f"doc {n}"], "tool_calls": [call]}
+
+
+def test_what_each_turn_retrieved_and_called_stays_with_that_turn(tmp_path: Path) -> None:
+    rows = [{**CHATS[0], "ground_truth": "A3"}]
+    args = [*replay_args(write(tmp_path, rows)), "scorer=exact_match", "target=python"]
+    done = run_cli(
+        [*args, f"target.fn={__name__}:searching_bot", "target.provides=[contexts,tool_calls]"], tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    item = saved(tmp_path)["c1"]
+    answers = [m for m in item["record"]["messages"] if m["role"] == "assistant"]
+    assert [a["contexts"] for a in answers] == [["doc 1"], ["doc 2"], ["doc 3"]]
+    assert [a["tool_calls"][0]["arguments"] for a in answers] == [{"turn": 1}, {"turn": 2}, {"turn": 3}]
+    # The item's own (what single-turn scorers read beside its output) are its last turn's.
+    assert item["record"]["contexts"] == ["doc 3"] and item["target_step"]["reply"]["tool_calls"][0][
+        "arguments"
+    ] == {"turn": 3}
+
+
+def test_targets_that_cannot_hold_a_conversation_say_so_before_any_call() -> None:
+    from evalframe.data.conversations import conversation_of
+    from evalframe.data.rows import Row
+    from evalframe.errors import ConfigError
+    from evalframe.targets import LLMTarget, PythonTarget
+
+    chat = Row("c1", "hi", None, None, 1, messages=conversation_of(CHATS[0]["turns"], "turns", "c1"))
+    plain = Row("q", "plain", None, None, 2)
+    batched = LLMTarget({"name": scripted_model.NAME, "api_key_env": None, "batch": True})
+    with pytest.raises(ConfigError, match=r"batch=true answers no conversation"):
+        batched.validate([chat], "chats.jsonl")
+    batched.validate([plain], "chats.jsonl")  # a plain row is batched as before
+    chat_only = PythonTarget(fragile)  # `messages` has no default: fine for conversations only
+    chat_only.validate([chat], "chats.jsonl")
+    with pytest.raises(
+        ConfigError, match=r"needs `messages`, and chats.jsonl, line 2 \(id q\) is no conversation"
+    ):
+        chat_only.validate([chat, plain], "chats.jsonl")
