@@ -24,10 +24,9 @@ from evalframe.data.rows import Row
 from evalframe.data.values import HANDED, LISTS, ToolCall, check_values, lists_of
 from evalframe.errors import DataError
 
-__all__ = ["CHAT", "HANDED", "TRACE", "as_json", "fields", "notes", "onto", "trace_of"]
+__all__ = ["HANDED", "STOPPED", "TRACE", "as_json", "fields", "notes", "onto", "trace_of"]
 
-# A conversation a target regenerated or simulated: the Row field, and what goes in the record only.
-CHAT = ("messages", "stopped")
+# Why a simulated user stopped (targets.simulated): it said its scenario was done, or max_turns.
 STOPPED = ("done", "max_turns")
 
 # The trace a traced function's call produced (evalframe.targets.traced), kept in its step's reply
