@@ -74,7 +74,7 @@ def test_every_group_has_the_options_the_docs_promise() -> None:
     groups = sorted(p.name for p in CONF_DIR.iterdir() if p.is_dir())
     assert groups == ["dataset", "model", "penalties", "scorer", "sweep", "target", "tracking"]
     bases = sorted(p.stem for p in CONF_DIR.glob("*_base.yaml"))
-    assert bases == ["dataset_base", "judge_base", "model_base"]
+    assert bases == ["dataset_base", "judge_base", "model_base", "simulate_base"]
 
 
 @pytest.mark.parametrize("mode", ["readwrite", "read", "write", "off"])

@@ -6,6 +6,11 @@ scorers judge a live application as they judge a file.
 In a target's step they travel as its `reply` (plain JSON: texts, and tool calls as {name, arguments}),
 which results.jsonl keeps: a re-score and `dataset=run` put them back on the row from there, whatever
 column mapping the dataset had.
+
+A target that replayed or simulated a conversation (targets.conversing) hands over that conversation
+too: `messages`, its turns as records (Conversation.as_records), which becomes the row's `messages`, the
+conversation every judge then judges; and `stopped`, why a simulated user stopped (done, max_turns),
+kept in the item's record only.
 """
 
 from __future__ import annotations
@@ -14,11 +19,15 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from evalframe.data.conversations import Conversation, conversation_of
 from evalframe.data.rows import Row
 from evalframe.data.values import HANDED, LISTS, ToolCall, check_values, lists_of
 from evalframe.errors import DataError
 
-__all__ = ["HANDED", "TRACE", "as_json", "fields", "onto", "trace_of"]
+__all__ = ["HANDED", "STOPPED", "TRACE", "as_json", "fields", "notes", "onto", "trace_of"]
+
+# Why a simulated user stopped (targets.simulated): it said its scenario was done, or max_turns.
+STOPPED = ("done", "max_turns")
 
 # The trace a traced function's call produced (evalframe.targets.traced), kept in its step's reply
 # beside what it handed over: the item's verdicts are written onto it.
@@ -32,13 +41,26 @@ def fields(reply: Mapping[str, Any], where: str) -> dict[str, Any]:
     """The handed-over fields of a reply as Row fields (lists of texts, ToolCalls), each checked as a
     dataset's list column is: a DataError starting with `where` names the key. A missing or null key is
     not handed over."""
-    present = {name: reply[name] for name in HANDED if reply.get(name) is not None}
+    present = {name: reply[name] for name in (*HANDED, "messages") if reply.get(name) is not None}
     for name, value in present.items():
         if not isinstance(value, list | tuple):  # a reply is no CSV cell: no list written as text
             raise DataError(f"{where}: {name!r} must be a list, got {type(value).__name__} {value!r:.60}")
         present[name] = list(value)
         check_values(value, repr(name), where)
-    return lists_of(present, _OWN_NAMES, where)
+    found = lists_of(present, _OWN_NAMES, where)
+    if "messages" in present:
+        found["messages"] = conversation_of(present["messages"], "messages", where)
+    return found
+
+
+def notes(reply: Mapping[str, Any]) -> dict[str, Any]:
+    """What a reply puts in the item's record only ({} for none): why a simulated user stopped."""
+    stopped = reply.get("stopped")
+    if stopped is None:
+        return {}
+    if stopped not in STOPPED:
+        raise DataError(f"'stopped' must be one of {', '.join(STOPPED)}, got {stopped!r:.60}")
+    return {"stopped": stopped}
 
 
 def trace_of(reply: Mapping[str, Any]) -> dict[str, Any]:
@@ -49,7 +71,10 @@ def trace_of(reply: Mapping[str, Any]) -> dict[str, Any]:
 def as_json(found: Mapping[str, Any]) -> dict[str, Any]:
     """Row fields (from `fields`) as plain JSON, for a step's reply and a row's record."""
     return {
-        name: [c.as_dict() if isinstance(c, ToolCall) else c for c in value] for name, value in found.items()
+        name: value.as_records()
+        if isinstance(value, Conversation)
+        else [c.as_dict() if isinstance(c, ToolCall) else c for c in value]
+        for name, value in found.items()
     }
 
 

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from evalframe.data import handed as handover
+from evalframe.data.conversations import Conversation, Turn
 from evalframe.data.rows import Row, require
 from evalframe.errors import DataError
 from evalframe.models.calls import StepResult
@@ -21,8 +22,14 @@ from evalframe.models.context import Context
 from evalframe.models.settings import ModelSettings
 from evalframe.scorers.base import Scorer
 
-# What stands in for a field a target hands over, when scorers check their prompts before any call.
-_PLACEHOLDERS: dict[str, list[Any]] = {"contexts": ["text"], "context_ids": ["id"], "tool_calls": []}
+# What stands in for a field a target hands over, when scorers check their prompts before any call
+# (messages: a simulated conversation, targets.conversing).
+_PLACEHOLDERS: dict[str, Any] = {
+    "contexts": ["text"],
+    "context_ids": ["id"],
+    "tool_calls": [],
+    "messages": Conversation((Turn(1, "user", "text"), Turn(2, "assistant", "text"))),
+}
 
 
 class Target(ABC):
@@ -74,7 +81,8 @@ class Target(ABC):
             if step is not None and step.error is None and step.reply:
                 try:
                     row = handover.onto(row, handover.fields(step.reply, f"{self.label}, item {row.id}"))
-                    row = dataclasses.replace(row, **handover.trace_of(step.reply))  # a traced call's trace
+                    extra = {**row.extra, **handover.notes(step.reply)}  # why a simulated user stopped
+                    row = dataclasses.replace(row, extra=extra, **handover.trace_of(step.reply))
                 except DataError as e:  # a stored reply of an older evalframe, say: that item only
                     step.error = str(e)
             missing = [(name, need) for name, need in owed if getattr(row, need) is None]

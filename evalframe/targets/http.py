@@ -1,5 +1,6 @@
 """The `http` target: each row's input posted as JSON to the user's service, the answer read from a
-path in its JSON reply, under the service's rate limits and with the judge's retries."""
+path in its JSON reply, under the service's rate limits and with the judge's retries; a conversation
+(targets.conversing) posted once per user turn, with the messages so far in the body."""
 
 from __future__ import annotations
 
@@ -7,11 +8,13 @@ import asyncio
 import functools
 import json
 import os
+import re
 import time
 from collections.abc import Awaitable, Mapping
 from typing import Any
 
 from evalframe.data import handed as handover
+from evalframe.data.conversations import Turn
 from evalframe.data.rows import Row
 from evalframe.data.values import as_text
 from evalframe.errors import ConfigError, DataError
@@ -20,11 +23,18 @@ from evalframe.models.context import Context
 from evalframe.models.limits import Deadline, ModelLimits, Overdue
 from evalframe.models.retry import with_retries
 from evalframe.scorers.prompts import TextTemplate
-from evalframe.targets.base import Target, error_text
+from evalframe.targets.base import error_text
+from evalframe.targets.conversing import Conversing
 
 # Replies worth retrying: rate limits and server-side failures (not 501 Not Implemented).
 RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 TARGET = "target"  # the HTTP target's rate limits, kept by this name beside each model's (Stats.limits)
+# A body value that is exactly `{{ messages }}` becomes the list itself, not its text.
+_MESSAGES = re.compile(r"\{\{\s*messages\s*\}\}")
+
+
+class _Messages:
+    """Where the conversation so far goes in the body, as a JSON list of {role, content} records."""
 
 
 class ReplyError(Exception):
@@ -82,10 +92,24 @@ def _kind(value: Any) -> str:
     return f"{type(value).__name__} {value!r:.80}"
 
 
-class HTTPTarget(Target):
+def _compiled(node: Any, where: str) -> Any:
+    """A body from config with its string values compiled (`where`: the key, for errors)."""
+    if isinstance(node, str) and _MESSAGES.fullmatch(node.strip()):
+        return _Messages()
+    if isinstance(node, str):
+        return TextTemplate(node, where)
+    if isinstance(node, Mapping):
+        return {k: _compiled(v, f"{where}.{k}") for k, v in node.items()}
+    if isinstance(node, list):
+        return [_compiled(v, f"{where}.{i}") for i, v in enumerate(node)]
+    return node
+
+
+class HTTPTarget(Conversing):
     """POST each row's input as JSON to your service and read the answer from a path in its JSON reply.
 
-    `body` is the request's JSON; its string values are Jinja2 templates with `input` and `row`.
+    `body` is the request's JSON; its string values are Jinja2 templates with `input`, `row` and
+    `messages`; a value "{{ messages }}" is the list itself (request_body: conversations).
     The service is rate limited as a judge model is (limits.ModelLimits): a 429 cools it down for every
     row (for its Retry-After, else a backoff) and is sent again without using max_retries; server
     errors and timeouts are retried with the judge's backoff (Retry-After honoured); a refused
@@ -111,6 +135,7 @@ class HTTPTarget(Target):
         contexts_path: str | None = None,
         context_ids_path: str | None = None,
         tool_calls_path: str | None = None,
+        simulate: Mapping[str, Any] | None = None,
     ):
         import httpx
 
@@ -125,7 +150,9 @@ class HTTPTarget(Target):
                 f"target.method={method!r}: use POST, PUT or PATCH (the input goes in the body)"
             )
         self.url, self.method = str(url), method.upper()
-        self.body = self._compile({"input": "{{ input }}"} if body is None else body, "target.body")
+        self.body = _compiled({"input": "{{ input }}"} if body is None else body, "target.body")
+        self.chat_body = _compiled({"input": "{{ input }}", "messages": "{{ messages }}"}, "target.body")
+        self.default_body = body is None
         self.output_path = output_path
         given = {"contexts": contexts_path, "context_ids": context_ids_path, "tool_calls": tool_calls_path}
         self.paths = {name: str(path) for name, path in given.items() if path}  # field -> path in the reply
@@ -134,29 +161,30 @@ class HTTPTarget(Target):
         self.headers = dict(headers or {})
         self.api_key_env = api_key_env
         self.timeout, self.max_retries = float(timeout), int(max_retries)
-
-    def _compile(self, node: Any, where: str) -> Any:
-        if isinstance(node, str):
-            return TextTemplate(node, where)
-        if isinstance(node, Mapping):
-            return {k: self._compile(v, f"{where}.{k}") for k, v in node.items()}
-        if isinstance(node, list):
-            return [self._compile(v, f"{where}.{i}") for i, v in enumerate(node)]
-        return node
+        self.simulate(simulate)
 
     def request_body(self, row: Row) -> Any:
+        """The body for `row`. A conversation's turn (a row with `messages`: the conversation so far,
+        `input` its last user turn) has its messages in `messages`, a plain row its one user message;
+        the default body sends them only for a conversation: {"input": ..., "messages": [...]}."""
+        turns = row.messages or [Turn(1, "user", row.input)]
+        messages = [{"role": t.role, "content": t.content} for t in turns]
+
         def fill(node: Any) -> Any:
+            if isinstance(node, _Messages):
+                return messages
             if isinstance(node, TextTemplate):
-                return node.render(input=row.input, row=dict(row.extra))
+                return node.render(input=row.input, row=dict(row.extra), messages=messages)
             if isinstance(node, dict):
                 return {k: fill(v) for k, v in node.items()}
             if isinstance(node, list):
                 return [fill(v) for v in node]
             return node
 
-        return fill(self.body)
+        return fill(self.chat_body if self.default_body and row.messages is not None else self.body)
 
     def validate(self, rows: list[Row], source: str) -> None:
+        self.validate_conversations(rows, source)
         if self.api_key_env and not os.environ.get(self.api_key_env):
             raise ConfigError(
                 f"{self.api_key_env} is not set, and target.api_key_env names it for {self.url}; "
@@ -165,7 +193,7 @@ class HTTPTarget(Target):
         for row in rows:  # every row: a column the body uses must exist in all of them
             self.request_body(row)
 
-    async def outputs(self, rows: list[Row], ctx: Context) -> list[tuple[str, StepResult | None]]:
+    async def answers(self, rows: list[Row], ctx: Context) -> list[tuple[str, StepResult | None]]:
         import httpx
 
         headers = dict(self.headers)

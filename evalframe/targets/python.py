@@ -21,7 +21,8 @@ from evalframe.data.values import as_text
 from evalframe.errors import ConfigError, DataError
 from evalframe.models.calls import StepResult
 from evalframe.models.context import Context
-from evalframe.targets.base import Target, error_text
+from evalframe.targets.base import error_text
+from evalframe.targets.conversing import Conversing
 from evalframe.targets.traced import FROM_TRACE, Traced
 
 
@@ -61,9 +62,12 @@ def _where(e: BaseException) -> str:
     return f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
 
 
-class PythonTarget(Target, Traced):
+class PythonTarget(Conversing, Traced):
     """Call your function for each row: `fn(input) -> answer`, or `fn(input, row)` with pass_row (row:
     every column of the dataset row). Async functions are awaited; sync ones run in worker threads.
+    A conversation (a row with `messages`, or target.simulate) calls it once per user turn with the
+    keyword `messages=[{role, content}, ...]`: the conversation so far, ending in that turn (its text is
+    `input`), so the function needs a `messages` parameter.
     Either way at most `concurrency` calls run at once. An exception leaves that item unscored, with the
     error; a non-string answer becomes JSON text, as non-string dataset values do.
 
@@ -86,6 +90,7 @@ class PythonTarget(Target, Traced):
         timeout: float | None = None,
         provides: Iterable[str] | None = (),
         from_trace: Mapping[str, str | None] | None = FROM_TRACE,
+        simulate: Mapping[str, Any] | None = None,
     ):
         Traced.__init__(self, from_trace, "target.from_trace")
         self.fn = resolve_callable(fn, "target.fn") if isinstance(fn, str) else fn
@@ -103,7 +108,9 @@ class PythonTarget(Target, Traced):
         self.timeout = timeout
         self.is_async = _is_async(self.fn)
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._check_arguments()
+        self.simulate(simulate)
+        # A chat-only function (a required `messages`) is fine until a plain row would call it without.
+        self.chat_only = not self._check_arguments(self.simulation is not None)
 
     def run_on(self, loop: asyncio.AbstractEventLoop) -> None:
         """Run an async function's coroutines on `loop`: evaluate_async works on a thread of its own,
@@ -116,26 +123,54 @@ class PythonTarget(Target, Traced):
 
     def identity(self) -> str:
         try:
-            return inspect.getsource(self.fn)
+            code = inspect.getsource(self.fn)
         except (OSError, TypeError):  # defined in a REPL, a builtin: its name is all there is
-            return self.name
+            code = self.name
+        return code + super().identity()
 
-    def _check_arguments(self) -> None:
+    def validate(self, rows: list[Row], source: str) -> None:
+        self.validate_conversations(rows, source)
+        if any(row.messages is not None for row in rows):
+            self._check_arguments(conversation=True)
+        plain = next((row for row in rows if not self.talks(row)), None)
+        if self.chat_only and plain is not None:
+            raise ConfigError(
+                f"target.fn={self.name} needs `messages`, and {source}, line {plain.line} (id {plain.id}) "
+                "is no conversation: give `messages` a default (None), or map dataset.columns.messages"
+            )
+
+    def _check_arguments(self, conversation: bool = False) -> bool:
+        """Whether the function can be called as the config says (ConfigError if not at all); False
+        for one that can only be called with `messages` (a conversation's turns)."""
         try:
             signature = inspect.signature(self.fn)
         except (TypeError, ValueError):  # some builtins have no signature: nothing to check
-            return
+            return True
         given: tuple[Any, ...] = ("input", {}) if self.pass_row else ("input",)
-        try:
-            signature.bind(*given)
-        except TypeError:
-            wanted = "fn(input, row)" if self.pass_row else "fn(input)"
-            raise ConfigError(
-                f"target.fn={self.name} has the signature {signature}; it is called as {wanted}"
-                + ("" if self.pass_row else ", or as fn(input, row) with target.pass_row=true")
-            ) from None
 
-    async def outputs(self, rows: list[Row], ctx: Context) -> list[tuple[str, StepResult | None]]:
+        def binds(**kwargs: Any) -> bool:
+            try:
+                signature.bind(*given, **kwargs)
+            except TypeError:
+                return False
+            return True
+
+        if binds(**({"messages": []} if conversation else {})):
+            return True
+        wanted = "fn(input, row)" if self.pass_row else "fn(input)"
+        if conversation:
+            raise ConfigError(
+                f"target.fn={self.name} has the signature {signature}; a conversation calls it as "
+                f"{wanted[:-1]}, messages=[...]) once per user turn: add a `messages` parameter"
+            )
+        if binds(messages=[]):
+            return False
+        raise ConfigError(
+            f"target.fn={self.name} has the signature {signature}; it is called as {wanted}"
+            + ("" if self.pass_row else ", or as fn(input, row) with target.pass_row=true")
+        )
+
+    async def answers(self, rows: list[Row], ctx: Context) -> list[tuple[str, StepResult | None]]:
         # Threads are made as needed, and the limiter keeps at most `concurrency` of them busy.
         pool = ThreadPoolExecutor(max_workers=max(1, min(len(rows), 256)), thread_name_prefix="evalframe-fn")
         made: dict[str, str] = {}  # row id -> the trace its call produced (a traced function)
@@ -151,12 +186,14 @@ class PythonTarget(Target, Traced):
     ) -> tuple[str, StepResult | None]:
         step = StepResult("target", messages=[], attempts=1)
         args = (row.input, dict(row.extra)) if self.pass_row else (row.input,)
+        # The conversation so far, as OpenAI-style records (tool calls, contexts where a turn has them).
+        kwargs = {"messages": row.messages.as_records()} if row.messages is not None else {}
         value: Any = None
         trace_id: str | None = None
         async with ctx.limiter:
             started = time.perf_counter()
             try:
-                value, trace_id = await asyncio.wait_for(self._call(args, pool), self.timeout)
+                value, trace_id = await asyncio.wait_for(self._call(args, kwargs, pool), self.timeout)
             except asyncio.TimeoutError:  # the builtin TimeoutError only from 3.11 on
                 step.error = f"{self.name} did not return within target.timeout={self.timeout} s"
             except Exception as e:
@@ -200,21 +237,20 @@ class PythonTarget(Target, Traced):
         step.reply = {"output": None, **handover.as_json(found)}
         return reply["output"]
 
-    async def _call(self, args: tuple[Any, ...], pool: ThreadPoolExecutor) -> tuple[Any, str | None]:
+    async def _call(
+        self, args: tuple[Any, ...], kwargs: Mapping[str, Any], pool: ThreadPoolExecutor
+    ) -> tuple[Any, str | None]:
         """The function's answer, and the id of the trace the call produced when traces are read."""
         loop = asyncio.get_running_loop()
         traces = self.traces if self.reads_traces() else None
+        fn = functools.partial(self.fn, **kwargs) if kwargs else self.fn
         if self.is_async:
-            pending = self.fn(*args)
+            pending = fn(*args)
             watched = traces.wait(pending) if traces else _untraced(pending)  # in the task the call runs in
             if self._loop is not None and self._loop is not loop:
                 return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(watched, self._loop))
             return await watched
-        call = (
-            functools.partial(traces.call, self.fn, *args)
-            if traces
-            else functools.partial(_plain, self.fn, *args)
-        )
+        call = functools.partial(traces.call, fn, *args) if traces else functools.partial(_plain, fn, *args)
         value, trace_id = await loop.run_in_executor(pool, call)
         if inspect.isawaitable(value):  # a sync wrapper returning a coroutine
             return await (traces.wait(value) if traces else _untraced(value))

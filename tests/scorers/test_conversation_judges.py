@@ -268,7 +268,7 @@ def test_one_forgotten_fact_of_four_turns_is_075_with_mean_and_0_with_all(
     ]
     assert r.details["truncated_turns"] == []
     assert r.reason.startswith("Score 0.75 (mean): 4 assistant turns, 3 retained, 1 forgot. Forgot: turn 6.")
-    assert r.verdicts()[2] == "turn 6 forgot: turn 6 asks again"
+    assert r.verdicts()[2] == "turn 6 forgot (0.00): turn 6 asks again"
     scripted.reset()
     # all: 0 (one turn forgets), re-scored from the stored reply with no call
     cfg = config(
@@ -400,10 +400,10 @@ def test_per_turn_verdicts_are_in_results_jsonl_the_table_and_the_report(
     }
     assert (
         items_table(result)["knowledge_retention/verdicts"][0].splitlines()[2]
-        == "turn 6 forgot: turn 6 asks again"
+        == "turn 6 forgot (0.00): turn 6 asks again"
     )
     html = (tmp_path / "out" / "report.html").read_text()
-    assert "<summary>4 verdicts</summary>" in html and "<div>turn 6 forgot: turn 6 asks again</div>" in html
+    assert "<summary>4 verdicts</summary>" in html and "<div>turn 6 forgot (0.00): turn 6 asks again</div>" in html
 
 
 def test_empty_cases_follow_the_rule_or_the_peer(scripted: ScriptedModel, tmp_path: Path) -> None:

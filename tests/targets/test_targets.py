@@ -282,6 +282,8 @@ def test_every_target_option_composes() -> None:
         "timeout": None,
         "provides": [],
         "from_trace": FROM_TRACE,  # a traced function's trace read by dataset=mlflow_traces' selectors
+        # a simulated user (conf/simulate_base.yaml): off until user_model is set
+        "simulate": {"user_model": None, "max_turns": 5, "first_message": None, "prompt": None},
     }
     assert (
         PythonTarget(fn=str.upper).from_trace.keys() == FROM_TRACE.keys()
