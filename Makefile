@@ -40,7 +40,7 @@ test: setup system-packages
 	$(PY) -m pytest -q -n 2 --durations=10; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests ran" >&2; exit 1; fi; exit $$rc
 
 # Daily work: the tests that run in process (the scripted judge, no subprocess, browser, PostgreSQL,
-# Ray or local embedding model). `make test` runs these and all the others.
+# Ray or local embedding model) in under about 3 s each. `make test` runs these and all the others.
 check: setup
 	$(PY) -m pytest -q -n 2 -m "not slow"; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests ran" >&2; exit 1; fi; exit $$rc
 

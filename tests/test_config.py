@@ -103,6 +103,7 @@ OWN_KEYS = {
 }
 
 
+@pytest.mark.slow
 def test_presets_share_their_common_keys_from_one_base() -> None:
     base = {"dataset": compose([])["dataset"], "model": compose([])["model"]}
     for group in ("dataset", "model"):

@@ -79,6 +79,7 @@ def intervals(
     human: Sequence[float],
     human_range: Sequence[float] = (0.0, 1.0),
     threshold: float = 0.5,
+    resamples: int = SLOW_RESAMPLES,
 ) -> dict[str, Interval]:
     """The 95% interval of every agreement metric (but n), resampling the items both scored."""
     pairs = [(s, h) for s, h in zip(scores, human, strict=True) if not (math.isnan(s) or math.isnan(h))]
@@ -90,7 +91,7 @@ def intervals(
     def statistic(ours: np.ndarray[Any, Any], theirs: np.ndarray[Any, Any], axis: int = -1) -> Any:
         return _resampled(ours, theirs, threshold, keys)
 
-    found = bootstrap(statistic, ours, theirs, vectorized=True, resamples=SLOW_RESAMPLES)
+    found = bootstrap(statistic, ours, theirs, vectorized=True, resamples=resamples)
     return dict(zip(keys, found if len(found) == len(keys) else [found[0]] * len(keys), strict=True))
 
 

@@ -24,6 +24,8 @@ from evalframe.results.nouns import Objective
 from evalframe.tracking import store, sweeps
 from tests.conftest import Unprivileged
 
+pytestmark = pytest.mark.slow  # whole runs logged to MLflow, several per test: make test runs them
+
 TRUTH = "alpha beta gamma delta"
 
 

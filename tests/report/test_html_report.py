@@ -241,6 +241,7 @@ def test_log_run_logs_the_report_and_one_trace_per_item_with_assessments(tmp_pat
     assert "judge reply invalid" in (unscored.error.error_message or "")
 
 
+@pytest.mark.slow
 def test_two_runs_of_the_sample_have_one_request_per_row_so_mlflow_pairs_every_row(tmp_path: Path) -> None:
     """MLflow's "Evaluation runs" view pairs two runs' items by their request: the sample has three rows
     asking the same question, which it paired with nothing (null) unless each request names its row."""

@@ -57,6 +57,7 @@ def test_an_earlier_runs_outputs_judged_again_pair_with_it_in_compare(
     assert "answer_similarity" in compared.stdout and "token_f1" not in compared.stdout  # shared scorers only
 
 
+@pytest.mark.slow
 def test_a_live_rag_runs_contexts_and_mapped_columns_are_judged_again(
     scripted: ScriptedModel, tmp_path: Path
 ) -> None:

@@ -259,6 +259,7 @@ def saved_dir(root: Path) -> Path:
     return saved.parent
 
 
+@pytest.mark.slow
 def test_mlflow_unreachable_keeps_results_and_log_run_logs_them_later(
     judge_server: FakeLLMServer, tmp_path: Path
 ) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import mlflow
+import pytest
 from mlflow.entities import AssessmentSource, AssessmentSourceType
 
 from tests.conftest import fake_model, run_cli
@@ -20,6 +21,8 @@ from tests.fake_judge import judge
 from tests.scripted import ScriptedModel
 from tests.testserver import FakeRequest, Fault
 from tests.traced_app import QUESTIONS, Seeded, answer, feedbacks, logging_to, verdicts
+
+pytestmark = pytest.mark.slow  # whole runs logged to MLflow, several per test: make test runs them
 
 SCORERS = "scorer=[faithfulness,context_precision,exact_match]"
 FOUR = "dataset.limit=4"  # the first 4 OK traces: quick, and each has an expected answer (exact_match)

@@ -10,6 +10,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.conftest import fake_model, run_cli
 from tests.scripted import ScriptedModel
 from tests.traced_app import Seeded, documents_prompt, in_rank_order, verdicts
@@ -23,6 +25,7 @@ def evalframe(store: Seeded, scripted: ScriptedModel, cwd: Path, *args: str, **e
     return done
 
 
+@pytest.mark.slow
 def test_one_verdict_per_scorer_on_each_ok_trace_none_on_errors_and_none_twice(
     traced_store: Seeded, scripted: ScriptedModel, tmp_path: Path
 ) -> None:
@@ -66,6 +69,7 @@ def test_a_tag_filter_judges_exactly_the_tagged_traces(
     assert billing_ok and set(verdicts(traced_store)) == billing_ok
 
 
+@pytest.mark.slow
 def test_samples_nest_across_scorers_and_runs(
     traced_store: Seeded, scripted: ScriptedModel, tmp_path: Path
 ) -> None:

@@ -94,6 +94,7 @@ def the_run(store: Seeded) -> Any:
 NEW = [QUESTIONS[0], QUESTIONS[1]]  # not the ERROR ones (5, 11, ...)
 
 
+@pytest.mark.slow
 def test_ticks_judge_what_arrived_since_the_checkpoint_once_into_one_run(
     traced_store: Seeded, scripted: ScriptedModel, tmp_path: Path
 ) -> None:
@@ -129,6 +130,7 @@ def test_ticks_judge_what_arrived_since_the_checkpoint_once_into_one_run(
     assert run_ids == {run.info.run_id}
 
 
+@pytest.mark.slow
 def test_a_lost_checkpoint_judges_nothing_twice(
     traced_store: Seeded, scripted: ScriptedModel, tmp_path: Path
 ) -> None:
@@ -161,6 +163,7 @@ def test_settle_holds_back_traces_until_quiet_for_long_enough(
     assert set(verdicts(traced_store)) == set(traced_store.ok)
 
 
+@pytest.mark.slow
 def test_a_stop_mid_tick_resumes_that_ticks_finished_items(
     traced_store: Seeded, scripted: ScriptedModel, tmp_path: Path
 ) -> None:

@@ -66,6 +66,7 @@ def test_every_sample_item_is_scored_first_time(decoder: FakeLLMServer, case: st
 
 
 @pytest.mark.parametrize("option", ["claude", "gemini", "ollama"])
+@pytest.mark.slow
 def test_the_same_on_the_other_wires(decoder: FakeLLMServer, option: str, tmp_path: Path) -> None:
     for case in ("answer_similarity", "ground_truth_similarity", "answer_relevancy"):
         decoder.reset()

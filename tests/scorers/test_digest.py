@@ -104,6 +104,7 @@ def test_no_credential_reaches_what_is_hashed(monkeypatch: pytest.MonkeyPatch) -
     assert digest.digests(rotated, again) == digest.digests(config, scorers)
 
 
+@pytest.mark.slow
 def test_a_digest_is_the_same_in_another_process_for_the_same_settings() -> None:
     # 16 hex digits of SHA-256 over sorted JSON: no id(), no set order, no path of this checkout.
     first = digests()

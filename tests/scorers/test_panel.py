@@ -316,6 +316,7 @@ def as_judges(request: FakeRequest) -> Any:
     ],
     ids=["panel", "repeats"],
 )
+@pytest.mark.slow
 def test_penalty_sweeps_and_rescore_cost_no_calls(
     scripted: ScriptedModel, tmp_path: Path, how: list[str]
 ) -> None:

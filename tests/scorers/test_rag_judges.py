@@ -167,6 +167,7 @@ def test_the_empty_cases_follow_the_rule_or_the_peer() -> None:
 # --- against a judge that knows nothing but the schema ----------------------------------------------
 
 
+@pytest.mark.slow
 def test_calls_per_item_and_verdict_counts_with_a_constrained_decoder(
     scripted: ScriptedModel, tmp_path: Path
 ) -> None:
@@ -243,6 +244,7 @@ def scores(result: Any, judge: str) -> dict[str, float | None]:
     return {i.id: (i.scores[judge].score if i.scores[judge].scored else None) for i in result.items}
 
 
+@pytest.mark.slow
 def test_compat_empty_and_weights_rescore_from_stored_verdicts_with_no_call(
     scripted: ScriptedModel, tmp_path: Path
 ) -> None:

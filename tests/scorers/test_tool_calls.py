@@ -235,6 +235,7 @@ def _metrics(uri: str, run_id: str) -> dict[str, float]:
     return dict(MlflowClient(tracking_uri=uri).get_run(run_id).data.metrics)
 
 
+@pytest.mark.slow
 def test_through_the_pipeline_figures_reach_results_mlflow_and_a_rescore(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

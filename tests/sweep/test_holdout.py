@@ -80,6 +80,7 @@ def test_the_verdict_follows_the_objectives_direction() -> None:
     assert mean is not None and mean([0.2, math.nan, 0.4], [0, 0, 0]) == pytest.approx(0.3)
 
 
+@pytest.mark.slow
 def test_the_best_and_the_default_settings_score_the_held_out_rows(
     tmp_path: Path, scripted: ScriptedModel
 ) -> None:

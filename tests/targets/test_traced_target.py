@@ -57,6 +57,7 @@ def run(tmp_path: Path, scripted: ScriptedModel, fn: str, *extra: str) -> tuple[
 
 
 @pytest.mark.parametrize("fn", ["tests.traced_app:answer", "tests.traced_app:answer_async"])
+@pytest.mark.slow
 def test_faithfulness_judges_a_traced_function_on_its_own_retrieval(
     fn: str, scripted: ScriptedModel, tmp_path: Path
 ) -> None:
@@ -158,6 +159,7 @@ def test_a_bad_from_trace_is_a_config_error(from_trace: dict[str, str], message:
         Traced(from_trace, "target.from_trace")
 
 
+@pytest.mark.slow
 def test_a_run_leaves_mlflows_active_experiment_as_it_was(scripted: ScriptedModel, tmp_path: Path) -> None:
     """A run logs through MLflow's fluent API, which makes its experiment the process's active one: the
     next run's traced function (or the Python API user's own code) would log there, in another store."""

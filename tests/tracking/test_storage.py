@@ -450,6 +450,7 @@ def _killed(sweep_dir: Path, jobs: list[str]) -> None:
         manifest.write_text(json.dumps({**json.loads(manifest.read_text()), "status": "running"}))
 
 
+@pytest.mark.slow
 def test_resume_true_finds_the_sweep_whatever_the_order_of_its_overrides(tmp_path: Path) -> None:
     """Overrides compared in any order, `resume` left out and secrets blanked; and the resumed jobs
     run in the order the sweep was started with, so each continues its own directory."""

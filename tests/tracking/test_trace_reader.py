@@ -276,6 +276,7 @@ def test_a_trace_lacking_what_a_scorer_needs_is_named_before_any_call(
     assert "Traceback" not in done.stderr and scripted.count() == 0
 
 
+@pytest.mark.slow
 def test_a_run_on_traces_is_rescored_from_its_stored_replies(
     traced_store: Seeded, scripted: ScriptedModel, tmp_path: Path
 ) -> None:
