@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from evalframe.errors import EXIT_OK, EXIT_USAGE
+from evalframe.errors import EXIT_USAGE
 from evalframe.report import console as report, html as html_report
 from evalframe.results import gate, objective as objectives, summary as summaries
 from evalframe.results.journal import RESULTS, Journal, iter_items
@@ -24,7 +24,9 @@ SHARD_KEYS = ("shard", "shards")
 
 def shard_dirs(sweep_dir: Path) -> list[Path]:
     """The jobs' directories of a sweep (0, 1, ...), in their order."""
-    return sorted((p for p in sweep_dir.iterdir() if p.is_dir() and p.name.isdigit()), key=lambda p: int(p.name))
+    return sorted(
+        (p for p in sweep_dir.iterdir() if p.is_dir() and p.name.isdigit()), key=lambda p: int(p.name)
+    )
 
 
 def unfinished(sweep_dir: Path, shards: int) -> list[int]:
@@ -58,7 +60,9 @@ def merge(
     manifests = [Journal(d).manifest for d in shard_dirs(sweep_dir)[:shards]]
     config = {**manifests[0]["config"], "shard": None, "tracking": dict(tracking_cfg)}
     result, journal = _result(sweep_dir, manifests, config, overrides)
-    code, checks = gate.evaluate(result, config.get("gate") or {}, float(config.get("max_unscored_rate", 0.1)))
+    code, checks = gate.evaluate(
+        result, config.get("gate") or {}, float(config.get("max_unscored_rate", 0.1))
+    )
     result.verdict, result.facts = gate.verdict(code, checks), summaries.facts(config, result)
     journal.finish(result.means, result.objective, result.verdict, result.facts, result.lower_better)
     html_report.write_run_report(result, sweep_dir, sweeps.run_name(config))

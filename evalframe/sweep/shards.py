@@ -37,12 +37,15 @@ def expand(argv: list[str]) -> list[str]:
     shards = keys["shards"]
     value = None if shards.is_sweep_override() else shards.value()
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"shards={shards.input_line.split('=', 1)[1]}: give one whole number, 1 or more")
+        raise ConfigError(
+            f"shards={str(shards.input_line).split('=', 1)[1]}: give one whole number, 1 or more"
+        )
     swept = [str(o.input_line) for o in parsed if o.is_sweep_override() and not o.is_hydra_override()]
     if swept or "sweep" in keys:
+        what = ", ".join(swept) or f"sweep={keys['sweep'].value()}"
         raise ConfigError(
-            f"shards={value} splits one evaluation; it does not combine with a sweep "
-            f"({', '.join(swept) or 'sweep=' + str(keys['sweep'].value())}): run one sharded command per setting"
+            f"shards={value} splits one evaluation; it does not combine with a sweep ({what}): run one "
+            "sharded command per setting"
         )
     return [*argv, f"shard=range(0,{value})"]
 

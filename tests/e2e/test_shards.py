@@ -15,8 +15,8 @@ import pytest
 
 from evalframe.data.shards import shard_of
 from tests.conftest import fake_model, run_cli, run_process, sweep_runs
-from tests.run.test_reliability import KEY, Stall, _signature, _start, _wait_until
 from tests.fake_judge import judge
+from tests.run.test_reliability import KEY, Stall, _signature, _start, _wait_until
 from tests.testserver import FakeLLMServer
 
 GATE = "+gate.min_score.answer_similarity=0.4"  # one shard alone passes it; the whole fails it

@@ -1,6 +1,7 @@
 """One evaluation, sharded (`-m shards=N`): which rows each shard scores, how the command line becomes a
 sweep of shards, and the merged whole against the same evaluation run unsharded (basic launcher, in
-process, through the scripted judge). Launchers' worker processes and a killed shard: tests/e2e/test_shards.py."""
+process, through the scripted judge). Launchers' worker processes and a killed shard:
+tests/e2e/test_shards.py."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ def test_a_rows_shard_is_the_sha256_of_its_id_and_every_row_is_in_exactly_one() 
     ids = [f"q{n}" for n in range(200)]
     for n in (1, 2, 3, 7):
         parts = [[i for i in ids if shard_of(i, n) == k] for k in range(n)]
-        assert sorted(sum(parts, [])) == sorted(ids)  # each row once
+        assert sorted(i for part in parts for i in part) == sorted(ids)  # each row once
         assert all(len(p) > 200 / n / 2 for p in parts)  # spread, not all in one
     expected = int.from_bytes(hashlib.sha256(b"q17").digest()[:8], "big") % 3
     assert shard_of("q17", 3) == expected  # the same in every process (Python's hash() is salted)
@@ -54,13 +55,14 @@ def test_a_shards_setting_is_checked_before_any_work() -> None:
     assert selected({"shards": None, "shard": None}) is None
     assert selected({"shards": 1, "shard": None}) is None  # one shard: the whole, as a plain run
     assert selected({"shards": 4, "shard": 3}) == (3, 4)
-    for config, message in [
+    cases: list[tuple[dict[str, Any], str]] = [
         ({"shards": 3, "shard": None}, r"add -m \(evalframe -m shards=3"),
         ({"shards": None, "shard": 1}, "say how many shards"),
         ({"shards": 2, "shard": 2}, "a number from 0 to 1"),
         ({"shards": 0, "shard": 0}, "1 or more"),
         ({"shards": 2, "shard": 0, "tune": {"holdout": 0.3}}, "tune.holdout"),
-    ]:
+    ]
+    for config, message in cases:
         with pytest.raises(ConfigError, match=message):
             selected(config)
 
