@@ -107,12 +107,17 @@ def read_items(path: Path) -> list[ItemResult]:
 def iter_items(path: Path) -> Iterator[ItemResult]:
     """The finished items of a results file in its order, read a line at a time (a large run's file is
     never held whole); a line torn by a kill mid-write is skipped."""
+    return (item for item, _ in iter_lines(path))
+
+
+def iter_lines(path: Path) -> Iterator[tuple[ItemResult, str]]:
+    """iter_items with each item's line as written (a merge copies it as it is)."""
     if not path.is_file():
         return
     with path.open(encoding="utf-8") as lines:
         for line in lines:
             try:
-                yield item_from_json(json.loads(line))
+                yield item_from_json(json.loads(line)), line
             except (ValueError, KeyError, TypeError):
                 continue
 
@@ -169,6 +174,15 @@ class Journal:
         try:
             self._file.write(json.dumps(to_jsonable(item), ensure_ascii=False) + "\n")
         except OSError as e:  # a full disk: stop, keeping every finished item (a cut line is set aside)
+            self.close()
+            raise self._full(e) from None
+
+    def append_line(self, line: str) -> None:
+        """An item already serialised (a line of another journal, ending in a newline)."""
+        assert self._file is not None, "start() the journal first"
+        try:
+            self._file.write(line if line.endswith("\n") else line + "\n")
+        except OSError as e:
             self.close()
             raise self._full(e) from None
 

@@ -14,7 +14,7 @@ from typing import Any
 from evalframe.errors import EXIT_USAGE
 from evalframe.report import console as report, html as html_report
 from evalframe.results import gate, objective as objectives, summary as summaries
-from evalframe.results.journal import RESULTS, Journal, iter_items
+from evalframe.results.journal import RESULTS, Journal, iter_lines
 from evalframe.results.run import RunResult
 from evalframe.run.pipeline import aggregate, keep_items
 from evalframe.tracking import log as tracking, sweeps
@@ -106,10 +106,10 @@ def _result(
     )
     seen: set[str] = set()
     for directory in shard_dirs(sweep_dir)[: len(manifests)]:
-        for item in iter_items(directory / RESULTS):
+        for item, line in iter_lines(directory / RESULTS):
             if item.id not in seen:  # (a row is in one shard only; a repeated line is counted once)
                 seen.add(item.id)
-                journal.append(item)
+                journal.append_line(line)  # as the shard wrote it: not serialised a second time
                 result.add(item)
     aggregate(result, config, objectives.of_config(config))
     return result, journal
