@@ -13,7 +13,7 @@ import itertools
 import json
 import math
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -253,7 +253,7 @@ class Journal:
         objective: Objective | None = None,
         verdict: Verdict | None = None,
         facts: dict[str, str] | None = None,
-        lower_better: Iterable[str] = (),
+        merging: Mapping[str, Any] | None = None,
     ) -> None:
         """Mark the run finished; `means` per scorer and the objective ({"metric", "value", "direction"})
         feed the table printed at the end of a sweep, and the sweep's charts; the gate's verdict and
@@ -266,7 +266,7 @@ class Journal:
             finally:
                 self._file = None
         record = {**self.manifest, "status": "finished", "means": means or {}, "about": facts or {}}
-        record["lower_better"] = sorted(lower_better)  # which way each scorer's gate goes, for a merge
+        record["merging"] = dict(merging or {})  # what a merge of shards needs (evalframe.run.merged)
         if objective is not None:
             record["objective"] = objective.to_json()
         if verdict is not None:

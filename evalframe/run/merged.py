@@ -16,7 +16,7 @@ from evalframe.report import console as report, html as html_report
 from evalframe.results import gate, objective as objectives, summary as summaries
 from evalframe.results.journal import RESULTS, Journal, iter_lines
 from evalframe.results.run import RunResult
-from evalframe.run.pipeline import aggregate, keep_items
+from evalframe.run.pipeline import aggregate, keep_items, merging
 from evalframe.tracking import log as tracking, sweeps
 
 SHARD_KEYS = ("shard", "shards")
@@ -64,7 +64,7 @@ def merge(
         result, config.get("gate") or {}, float(config.get("max_unscored_rate", 0.1))
     )
     result.verdict, result.facts = gate.verdict(code, checks), summaries.facts(config, result)
-    journal.finish(result.means, result.objective, result.verdict, result.facts, result.lower_better)
+    journal.finish(result.means, result.objective, result.verdict, result.facts, merging(result))
     html_report.write_run_report(result, sweep_dir, sweeps.run_name(config))
     report.console.print(
         f"shards: {shards} of {shards} finished; the whole evaluation, {result.count} items:",
@@ -91,9 +91,12 @@ def _result(
 ) -> tuple[RunResult, Journal]:
     """Every shard's items, journaled again into the sweep directory's results.jsonl and counted in one
     result; its aggregates computed over all of them."""
-    lower = frozenset(name for m in manifests for name in m.get("lower_better") or ())
+    merges = [m.get("merging") or {} for m in manifests]
+    lower = frozenset(name for m in merges for name in m.get("lower_better") or ())
     scorers = list(config.get("scorers") or {})
     result = RunResult(items=[], scorers=scorers, keep=keep_items(config), lower_better=lower)
+    result.stats.calls = sum(int(m.get("calls") or 0) for m in merges)  # the summary's figures
+    result.stats.hits = sum(int(m.get("hits") or 0) for m in merges)
     journal = Journal(sweep_dir)
     started = [m["started_at"] for m in manifests if isinstance(m.get("started_at"), int | float)]
     journal.start(

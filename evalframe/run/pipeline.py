@@ -134,7 +134,7 @@ def evaluate(
     # The verdict comes before anything is written, so run.json, report.html and MLflow all record it.
     code, checks = _gate(result, config)
     result.verdict, result.facts = gate.verdict(code, checks), summaries.facts(config, result)
-    journal.finish(result.means, result.objective, result.verdict, result.facts, result.lower_better)
+    journal.finish(result.means, result.objective, result.verdict, result.facts, merging(result))
     html_report.write_run_report(result, journal.directory, sweeps.run_name(config))
     job = sweeps.sweep_job()
     if job is None:  # a sweep's job says one line; its tables are in its report and MLflow run
@@ -173,6 +173,16 @@ def aggregate(result: RunResult, config: Mapping[str, Any], objective: Objective
     agreement.with_agreement(result, config)
     result.objective = objectives.measure(objective, result.metrics())
     return result
+
+
+def merging(result: RunResult) -> dict[str, Any]:
+    """What run.json keeps for a merge of shards beyond the items: which way each scorer's gate goes,
+    and the model calls and cache hits the summary counts."""
+    return {
+        "lower_better": sorted(result.lower_better),
+        "calls": result.stats.calls,
+        "hits": result.stats.hits,
+    }
 
 
 def keep_items(config: Mapping[str, Any]) -> int | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +110,7 @@ def test_a_sharded_evaluation_is_the_unsharded_one(scripted: ScriptedModel, tmp_
     assert "job 0: shard=0" in sharded.stdout and "job 1: shard=1" in sharded.stdout
     assert "shards: 2 of 2 finished; the whole evaluation, 10 items" in sharded.stdout
     assert "gate: FAILED (exit code 1)" in sharded.stdout
+    assert re.search(r"model calls: [1-9]\d*, cache hits: \d+; tokens", sharded.stdout)  # the shards' sum
 
     # The same mean, interval and gate: in the summary printed, in run.json and in MLflow.
     table = [line for line in whole.stdout.splitlines() if line.startswith("│ answer_similarity")]
