@@ -27,6 +27,7 @@ import yaml
 
 from evalframe.data.rows import load_rows
 from evalframe.run import pipeline
+from evalframe.sweep import shards
 from tests.conftest import compose, fake_model
 from tests.scripted import ScriptedModel
 from tests.testserver import FakeLLMServer, constrained_decoder
@@ -317,7 +318,7 @@ def _run_command(block: Block, line: str, workdir: Path, scripted: ScriptedModel
 
         assert _arguments(args[1:]), COMPARE
         return
-    overrides = _one_job(args, workdir)
+    overrides = _one_job(shards.expand(args), workdir)  # -m shards=N: its first shard
     if "dataset=run" in overrides:  # the earlier run it judges again: one made here
         run_id = _earlier_run(workdir, logged="dataset.run_id=RUN_ID" in overrides)
         overrides = [o.replace("RUN_ID", run_id) for o in overrides]

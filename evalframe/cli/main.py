@@ -69,7 +69,9 @@ def _dispatch(args: list[str]) -> int:
 
         with tempfile.TemporaryDirectory(prefix="evalframe-") as scratch:  # the logged run's download
             return run.hydra_app(command_line(rest, Path(scratch)))
-    return run.hydra_app(run.resumed_sweep(rest))
+    from evalframe.sweep import shards
+
+    return run.hydra_app(run.resumed_sweep(shards.expand(rest)))  # -m shards=N: N jobs, one evaluation
 
 
 def _no_moved_keys(args: list[str]) -> None:

@@ -82,7 +82,8 @@ def intervals(
     resamples: int = SLOW_RESAMPLES,
 ) -> dict[str, Interval]:
     """The 95% interval of every agreement metric (but n), resampling the items both scored."""
-    pairs = [(s, h) for s, h in zip(scores, human, strict=True) if not (math.isnan(s) or math.isnan(h))]
+    # Sorted, like mean_interval's values: the same pairs give the same intervals in any order.
+    pairs = sorted((s, h) for s, h in zip(scores, human, strict=True) if not (math.isnan(s) or math.isnan(h)))
     low, high = float(human_range[0]), float(human_range[1])
     ours = [p[0] for p in pairs]
     theirs = [(p[1] - low) / (high - low) for p in pairs]

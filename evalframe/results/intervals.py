@@ -93,8 +93,10 @@ def _mean(values: Any, axis: int = -1) -> Any:
 
 
 def mean_interval(values: Sequence[float]) -> Interval:
-    """The 95% interval of the mean of the scored values (NaN, unscored, left out)."""
-    return bootstrap(_mean, _scored(values), vectorized=True)[0]
+    """The 95% interval of the mean of the scored values (NaN, unscored, left out). Of the values
+    sorted: items finish in any order, and a sharded run's come from several jobs, so the interval is
+    one of the scores themselves, whatever their order (the seeded resamples pick positions)."""
+    return bootstrap(_mean, np.sort(_scored(values)), vectorized=True)[0]
 
 
 @dataclass(frozen=True)

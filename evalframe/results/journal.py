@@ -108,12 +108,17 @@ def read_items(path: Path) -> list[ItemResult]:
 def iter_items(path: Path) -> Iterator[ItemResult]:
     """The finished items of a results file in its order, read a line at a time (a large run's file is
     never held whole); a line torn by a kill mid-write is skipped."""
+    return (item for item, _ in iter_lines(path))
+
+
+def iter_lines(path: Path) -> Iterator[tuple[ItemResult, str]]:
+    """iter_items with each item's line as written (a merge copies it as it is)."""
     if not path.is_file():
         return
     with path.open(encoding="utf-8") as lines:
         for line in lines:
             try:
-                yield item_from_json(json.loads(line))
+                yield item_from_json(json.loads(line)), line
             except (ValueError, KeyError, TypeError):
                 continue
 
@@ -170,6 +175,15 @@ class Journal:
         try:
             self._file.write(json.dumps(to_jsonable(item), ensure_ascii=False) + "\n")
         except OSError as e:  # a full disk: stop, keeping every finished item (a cut line is set aside)
+            self.close()
+            raise self._full(e) from None
+
+    def append_line(self, line: str) -> None:
+        """An item already serialised (a line of another journal, ending in a newline)."""
+        assert self._file is not None, "start() the journal first"
+        try:
+            self._file.write(line if line.endswith("\n") else line + "\n")
+        except OSError as e:
             self.close()
             raise self._full(e) from None
 
@@ -240,6 +254,7 @@ class Journal:
         objective: Objective | None = None,
         verdict: Verdict | None = None,
         facts: dict[str, str] | None = None,
+        merging: Mapping[str, Any] | None = None,
     ) -> None:
         """Mark the run finished; `means` per scorer and the objective ({"metric", "value", "direction"})
         feed the table printed at the end of a sweep, and the sweep's charts; the gate's verdict and
@@ -252,6 +267,7 @@ class Journal:
             finally:
                 self._file = None
         record = {**self.manifest, "status": "finished", "means": means or {}, "about": facts or {}}
+        record["merging"] = dict(merging or {})  # what a merge of shards needs (evalframe.run.merged)
         if objective is not None:
             record["objective"] = objective.to_json()
         if verdict is not None:

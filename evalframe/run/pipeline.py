@@ -133,9 +133,9 @@ def evaluate(
     result.stats = ctx.stats
     aggregate(result, config, objective)
     # The verdict comes before anything is written, so run.json, report.html and MLflow all record it.
-    code, checks = gate.evaluate(result, gate_cfg, float(config.get("max_unscored_rate", 0.1)))
+    code, checks = _gate(result, config)
     result.verdict, result.facts = gate.verdict(code, checks), summaries.facts(config, result)
-    journal.finish(result.means, result.objective, result.verdict, result.facts)
+    journal.finish(result.means, result.objective, result.verdict, result.facts, merging(result))
     html_report.write_run_report(result, journal.directory, sweeps.run_name(config))
     job = sweeps.sweep_job()
     if job is None:  # a sweep's job says one line; its tables are in its report and MLflow run
@@ -145,6 +145,14 @@ def evaluate(
     if job is not None:
         report.job(job, sweeps.job_label(), result.objective, code or logged)
     return result, code or logged
+
+
+def _gate(result: RunResult, config: Mapping[str, Any]) -> tuple[int, list[gate.Check]]:
+    """The gate's exit code and checks. A shard of a sharded evaluation passes: the gate is on the whole
+    evaluation, decided when the shards are merged (evalframe.run.merged), not on a part of its items."""
+    if config.get("shard") is not None:
+        return EXIT_OK, []
+    return gate.evaluate(result, config.get("gate") or {}, float(config.get("max_unscored_rate", 0.1)))
 
 
 def _journal(p: Plan, journal: Journal, resume: bool, overrides: list[str] | None) -> list[ItemResult]:
@@ -166,6 +174,16 @@ def aggregate(result: RunResult, config: Mapping[str, Any], objective: Objective
     agreement.with_agreement(result, config)
     result.objective = objectives.measure(objective, result.metrics())
     return result
+
+
+def merging(result: RunResult) -> dict[str, Any]:
+    """What run.json keeps for a merge of shards beyond the items: which way each scorer's gate goes,
+    and the model calls and cache hits the summary counts."""
+    return {
+        "lower_better": sorted(result.lower_better),
+        "calls": result.stats.calls,
+        "hits": result.stats.hits,
+    }
 
 
 def keep_items(config: Mapping[str, Any]) -> int | None:

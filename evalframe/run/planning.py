@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from evalframe.data import judged, rows as data, splits
+from evalframe.data import judged, rows as data, shards, splits
 from evalframe.errors import ConfigError
 from evalframe.models.cache import Cache
 from evalframe.run import reuse, sources
@@ -70,9 +70,14 @@ def plan(config: dict[str, Any], given: Given | None = None, started: float | No
         for name, need in target.from_rows(needs):  # not those a live target hands over
             data.require(window, rows.source, need, f"scorer {name} needs", columns[need])
 
-    first = rows.validate(check, data.window_size(config))  # the whole file, one pass, before any call
+    shard = shards.selected(config)  # one shard of a sharded evaluation (-m shards=N): its rows only
+    counter = shards.Counter(*shard) if shard and given.rows is None else None
+    # The whole file, one pass, before any call: also a shard's, so a bad row stops every shard alike.
+    first = rows.validate(counter.counting(check) if counter else check, data.window_size(config))
     if given.rows is None:  # (rows given as they are, the API's or a re-score's, are never split)
         rows = splits.tune_part(rows, config.get("tune") or {})
+    if counter:
+        rows = counter.part(rows)
     bound_work(scorers, len(rows), config.get("max_judgments"))
     for scorer in scorers.values():
         scorer.validate(target.sample(first))

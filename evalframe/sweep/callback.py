@@ -25,6 +25,8 @@ from evalframe.models.cache import alive
 from evalframe.models.limits import PARALLEL_JOBS
 from evalframe.redaction import redact_overrides
 from evalframe.results.jobs import best_of, objective_of, read_jobs, swept_keys
+from evalframe.results.nouns import Objective
+from evalframe.sweep import shards
 
 EXIT_CODE = "exit_code"  # each job's exit code, in its directory
 SWEEP = "sweep.json"  # the sweep's own record: its overrides, status, process and MLflow parent run
@@ -204,6 +206,10 @@ class SweepCallback(Callback):
             codes.extend(int(p.read_text()) for p in sweep_dir.glob(f"*/{EXIT_CODE}"))
         jobs = read_jobs(sweep_dir)
         objective = objective_of(config, jobs)
+        sharded = shards.count(config)
+        if sharded is not None:  # one evaluation in shards: the whole of it, not a table of jobs
+            self._whole(config, sweep_dir, sharded, objective)
+            return
         params = OmegaConf.select(config, "hydra.sweeper.params") or {}
         swept = swept_keys(jobs, [str(k) for k in params])
         best = best_of(sweep_dir, jobs, objective, swept)
@@ -225,3 +231,24 @@ class SweepCallback(Callback):
             parent = sweeps.end_parent(uri, best, objective, sweep_dir, written, extra, notes=notes)
         if parent:
             report.where_to_look(uri, store.display_uri(uri), *parent, what="View the sweep")
+
+    def _whole(self, config: DictConfig, sweep_dir: Path, sharded: int, objective: Objective) -> None:
+        """The end of a sharded evaluation: the shards merged into one run (its summary, gate and
+        exit code) logged into the sweep's parent run. A shard that did not finish leaves the sweep
+        unfinished, for `resume=true` to complete."""
+        from evalframe.report import console as report
+        from evalframe.tracking import store, sweeps
+
+        os.environ.pop(sweeps.SWEPT, None)
+        os.environ.pop(PARALLEL_JOBS, None)
+        code, merged = shards.finish(config, sweep_dir, sharded, os.environ.get(sweeps.PARENT_RUN))
+        codes = EXIT_CODES.get()
+        if codes is not None:
+            codes.append(code)
+        if merged and (sweep_dir / SWEEP).is_file():
+            _write_marker(sweep_dir, {**json.loads((sweep_dir / SWEEP).read_text()), "status": "finished"})
+        uri = str(OmegaConf.select(config, "tracking.uri"))
+        with report.notes() as notes:
+            parent = sweeps.end_parent(uri, None, objective, sweep_dir, [], notes=notes)
+        if parent and merged:
+            report.where_to_look(uri, store.display_uri(uri), *parent, what="View the evaluation")

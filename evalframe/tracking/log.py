@@ -98,8 +98,10 @@ def log_run(
     tags: Mapping[str, str],
     results_file: Path,
     notes: list[str],
+    into: str | None = None,
 ) -> tuple[str, str]:
-    """Log one evaluation run. Returns (experiment id, run id); warnings go to `notes`.
+    """Log one evaluation run. Returns (experiment id, run id); warnings go to `notes`. `into` is an
+    open run to log it into instead of a new one (a sharded evaluation's whole, into its sweep's run).
 
     `results_file` is the run's results.jsonl (every item with every step), logged as it is rather
     than serialised a second time.
@@ -113,7 +115,7 @@ def log_run(
         parent = os.environ.get(PARENT_RUN)
         # In a sweep each job is a child of the sweep's run: the UI nests them, and its compare view and
         # parallel-coordinates chart show swept params against scores.
-        nesting = {"mlflow.parentRunId": parent} if parent else {}
+        nesting = {"mlflow.parentRunId": parent} if parent and not into else {}
         metrics = result.metrics()
         objective = result.objective
         if objective is not None:
@@ -122,7 +124,12 @@ def log_run(
             tags = {**tags, "evalframe.objective": f"{objective.metric} ({objective.direction})"}
             if not math.isnan(objective.value):  # left out, like every other NaN metric
                 metrics["objective"] = objective.value
-        with mlflow.start_run(run_name=run_name, tags={**nesting, **holder()}) as run:
+        opened = (
+            mlflow.start_run(run_id=into)
+            if into
+            else mlflow.start_run(run_name=run_name, tags={**nesting, **holder()})
+        )
+        with opened as run:
             mlflow.set_tags(dict(tags))
             if len(result.items) < result.count:
                 # A large run's table, reasons.md and prompts.jsonl show its first items (keep_items);
@@ -182,6 +189,7 @@ def log(
     extra_tags: Mapping[str, str] | None = None,
     *,
     notes: list[str],
+    into: str | None = None,
 ) -> tuple[int, tuple[str, str] | None]:
     """Log a finished run to MLflow, if tracking is on; if that fails the results stay on disk, and an
     error in `notes` says how to retry. Returns the exit code and, when the run was logged, its
@@ -217,6 +225,7 @@ def log(
                 tags=tags,
                 results_file=results_file,
                 notes=notes,
+                into=into,
             )
         except Exception as e:
             problem = f"{type(e).__name__}: {str(e)[:300]}"

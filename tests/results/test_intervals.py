@@ -132,11 +132,33 @@ def test_agreement_intervals_equal_scipy_and_sklearn_one_resample_at_a_time(cons
 
     # 200 resamples, not a run's 1,000: the reference goes through scipy and scikit-learn one resample
     # at a time (10 s for 1,000), and equality on 200 draws of the same seed shows the same thing.
-    expected = dict(zip(keys, bootstrap(one_at_a_time, scores, human, resamples=200), strict=True))
+    pairs = sorted(zip(scores, human, strict=True))  # resampled in sorted order: any order is the same
+    expected = dict(
+        zip(keys, bootstrap(one_at_a_time, *zip(*pairs, strict=True), resamples=200), strict=True)
+    )
     found = agreements.intervals(scores, human, (0, 2), resamples=200)
     assert found.keys() == expected.keys()
     for key in keys:
         assert found[key] == pytest.approx(expected[key], abs=1e-12, nan_ok=True), key
+    shuffled = list(zip(scores, human, strict=True))
+    rng.shuffle(shuffled)
+    again = agreements.intervals([p[0] for p in shuffled], [p[1] for p in shuffled], (0, 2), resamples=200)
+    assert all(again[k] == pytest.approx(found[k], abs=0, nan_ok=True) for k in keys)
+
+
+def test_the_same_scores_in_any_order_give_the_same_interval() -> None:
+    """Items finish in any order, and a sharded run's are merged from several jobs: the interval of
+    the mean is one of the scores, not of their order."""
+    import random
+
+    from evalframe.results.intervals import mean_interval
+
+    rng = random.Random(7)
+    scores = [round(rng.random(), 2) for _ in range(50)] + [math.nan] * 3
+    shuffled = scores[:]
+    rng.shuffle(shuffled)
+    assert mean_interval(shuffled) == mean_interval(scores)
+    assert mean_interval(shuffled).known
 
 
 def test_one_agreement_metric_alone_is_what_agreement_gives() -> None:
