@@ -14,6 +14,7 @@ ones are not asked again).
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -24,6 +25,7 @@ from evalframe.errors import EXIT_OK, DataError, EvalframeError
 DIGEST = "evalframe.digest"  # feedback metadata: the digest of the settings that gave the verdict
 RUN_ID = "evalframe.run_id"  # feedback metadata: the evalframe run (its MLflow run id) that gave it
 NOT_APPLICABLE = "NOT_APPLICABLE"  # the error code of a verdict with nothing to measure: a decision
+SESSION_TRACES = "session_traces"  # a session item's record: its traces, [{"trace_id", "turn"}] in order
 
 
 class AllJudged(EvalframeError):
@@ -69,6 +71,18 @@ def verdict(assessments: Any, name: str, digest: str | None) -> Mapping[str, Any
     return None
 
 
+def digest_for(record: Mapping[str, Any], digest: str) -> str:
+    """The digest a row's verdicts are given under: the settings' `digest`; for a session (a record with
+    SESSION_TRACES) the settings' and a hash of its traces' ids, so a session that has grown a turn since
+    it was judged is judged again (and its new verdict overrides the old one), while the same session
+    under the same settings is not."""
+    entries = record.get(SESSION_TRACES)
+    if not digest or not isinstance(entries, list) or not entries:
+        return digest
+    ids = "\n".join(str(e.get("trace_id")) for e in entries if isinstance(e, Mapping))
+    return f"{digest}.{hashlib.sha256(ids.encode()).hexdigest()[:12]}"
+
+
 def already_judged(assessments: list[dict[str, Any]], name: str, digest: str) -> bool:
     """Whether a trace with these assessments carries scorer `name`'s verdict under `digest`."""
     return verdict(assessments, name, digest) is not None
@@ -95,7 +109,11 @@ class Unjudged(Rows):
             skipped, reused = 0, Counter[str]()
             for row in rows:
                 found = assessments_of(row)
-                done = [n for n, d in self.digests.items() if found and already_judged(found, n, d)]
+                done = [
+                    n
+                    for n, d in self.digests.items()
+                    if found and already_judged(found, n, digest_for(row.extra, d))
+                ]
                 if self.digests and len(done) == len(self.digests):
                     skipped += 1
                     continue

@@ -10,12 +10,12 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from evalframe.data import rows as data, traces
-from evalframe.data.trace_query import Query
+from evalframe.data import rows as data, sessions, traces
+from evalframe.data.trace_query import Query, quoted
 from evalframe.errors import ConfigError, TrackingError
 from evalframe.tracking import read
 from evalframe.tracking.store import display_uri, sqlite_path, store_uri, unavailable
-from evalframe.tracking.trace_records import record
+from evalframe.tracking.trace_records import SESSION, record
 
 # Oldest first; traces of the same millisecond in the order of their ids, so pages never overlap.
 ORDER = ["timestamp_ms ASC", "request_id ASC"]
@@ -32,6 +32,7 @@ def rows(
     once; the traces are read when the rows are."""
     query = Query.of(cfg, time.time() if now is None else now)
     traces.selectors(cfg)  # a typo in dataset.columns stops the run before the store is asked
+    sessions.check(cfg)
     uri = store_uri(query.tracking_uri or run_store(tracking or {}))
     database = sqlite_path(uri)
     if database is None:  # a server that never answers would hold MLflow's client for minutes
@@ -46,6 +47,8 @@ def rows(
     client = read._client(uri)  # never one that creates an empty store on the way
     experiment_id, name = _experiment(client, query.experiment, uri)
     source = f"MLflow experiment {name!r}"
+    if cfg.get("sessions"):
+        return _sessions(client, experiment_id, query, uri, cfg, source)
 
     def traces_read() -> Iterator[data.Row]:
         return traces.rows(_records(client, experiment_id, query, uri), cfg, source)
@@ -85,26 +88,55 @@ def _experiment(client: Any, wanted: str | None, uri: str) -> tuple[str, str]:
 
 def _records(client: Any, experiment_id: str, query: Query, uri: str) -> Iterator[dict[str, Any]]:
     """Every trace the query selects, as records, one page of `query.page_size` in memory at a time."""
+    for trace in _search(client, experiment_id, uri, query.filter_string(), query.page_size):
+        yield record(trace)
+
+
+def _sessions(
+    client: Any, experiment_id: str, query: Query, uri: str, cfg: Mapping[str, Any], source: str
+) -> data.Rows:
+    """dataset.sessions=true: the sessions with a trace the query selects, in the order of that trace
+    (data.sessions says which are taken). The query's traces are paged through without their spans,
+    for their session ids only; each session is then fetched whole, by its id, in a search of its own:
+    memory holds a page of ids and one session."""
+
+    def ids() -> Iterator[str]:
+        for trace in _search(client, experiment_id, uri, query.filter_string(), query.page_size, spans=False):
+            found = (trace.info.trace_metadata or {}).get(SESSION)
+            if found:
+                yield str(found)
+
+    def fetch(session: str) -> list[dict[str, Any]]:
+        wanted = f"metadata.`{SESSION}` = {quoted(session, f'session {session!r}')}"
+        return [record(t) for t in _search(client, experiment_id, uri, wanted, query.page_size)]
+
+    window = (query.since_ms, query.until_ms)
+    return data.Rows(lambda: sessions.rows(ids(), fetch, cfg, window, source), source)
+
+
+def _search(
+    client: Any, experiment_id: str, uri: str, wanted: str, page_size: int, spans: bool = True
+) -> Iterator[Any]:
+    """The experiment's traces `wanted` selects (an MLflow filter), oldest first, a page at a time."""
     from mlflow.exceptions import MlflowException
 
-    wanted = query.filter_string()
     token = None
     while True:
         try:
             page = client.search_traces(
                 locations=[experiment_id],
                 filter_string=wanted,
-                max_results=query.page_size,
+                max_results=page_size,
                 order_by=ORDER,
                 page_token=token,
+                include_spans=spans,
             )
         except MlflowException as e:
             raise ConfigError(
                 f"the MLflow store at {display_uri(uri)} refused the trace search {wanted!r} "
                 f"({e.message}); check dataset.filter and dataset.tags"
             ) from None
-        for trace in page:
-            yield record(trace)
+        yield from page
         token = page.token
         if not token:
             return
