@@ -84,6 +84,7 @@ OWN_KEYS = {
         "until",
         "page_size",
         "sample",
+        "sessions",
     },
 }
 
