@@ -32,6 +32,7 @@ import mlflow
 import pytest
 from mlflow.entities import Document
 
+from evalframe.data.conversations import Conversation
 from evalframe.data.rows import Row
 from evalframe.run import sources
 from tests.traced_app import logging_to
@@ -218,3 +219,9 @@ def rows(chats: Chats, *overrides: str) -> list[Row]:
         ]
     )
     return list(iter(sources.rows(config["dataset"], {"uri": chats.uri})))
+
+
+def chat(row: Row) -> Conversation:
+    """A session row's conversation (every one has one)."""
+    assert row.messages is not None, row.id
+    return row.messages

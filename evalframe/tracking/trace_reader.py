@@ -22,6 +22,7 @@ ORDER = ["timestamp_ms ASC", "request_id ASC"]
 # The run's store when tracking is off (tracking=none): where tracking=mlflow would log it.
 DEFAULT_STORE = "sqlite:///mlflow.db"
 SHOWN = 20  # experiments named in the error for one that is not there
+IN_LIST = 100  # trace ids in one `trace.request_id IN (...)` search: a page of them
 
 
 def rows(
@@ -97,8 +98,9 @@ def _sessions(
 ) -> data.Rows:
     """dataset.sessions=true: the sessions with a trace the query selects, in the order of that trace
     (data.sessions says which are taken). The query's traces are paged through without their spans,
-    for their session ids only; each session is then fetched whole, by its id, in a search of its own:
-    memory holds a page of ids and one session."""
+    for their session ids only; each session's traces are then listed by its id (a search without
+    spans), and the traces of a batch of sessions read with their spans together: memory holds a page
+    of ids and a batch of sessions."""
 
     def ids() -> Iterator[str]:
         for trace in _search(client, experiment_id, uri, query.filter_string(), query.page_size, spans=False):
@@ -106,12 +108,30 @@ def _sessions(
             if found:
                 yield str(found)
 
-    def fetch(session: str) -> list[dict[str, Any]]:
-        wanted = f"metadata.`{SESSION}` = {quoted(session, f'session {session!r}')}"
-        return [record(t) for t in _search(client, experiment_id, uri, wanted, query.page_size)]
+    def fetch(batch: list[str]) -> dict[str, list[dict[str, Any]]]:
+        listed = {
+            session: [
+                t.info.trace_id
+                for t in _search(
+                    client, experiment_id, uri, _of_session(session), query.page_size, spans=False
+                )
+            ]
+            for session in batch
+        }
+        every = [trace_id for ids in listed.values() for trace_id in ids]
+        full: dict[str, dict[str, Any]] = {}
+        for start in range(0, len(every), IN_LIST):
+            wanted = ", ".join(quoted(i, f"trace {i!r}") for i in every[start : start + IN_LIST])
+            for trace in _search(client, experiment_id, uri, f"trace.request_id IN ({wanted})", IN_LIST):
+                full[trace.info.trace_id] = record(trace)
+        return {session: [full[i] for i in ids if i in full] for session, ids in listed.items()}
 
     window = (query.since_ms, query.until_ms)
     return data.Rows(lambda: sessions.rows(ids(), fetch, cfg, window, source), source)
+
+
+def _of_session(session: str) -> str:
+    return f"metadata.`{SESSION}` = {quoted(session, f'session {session!r}')}"
 
 
 def _search(

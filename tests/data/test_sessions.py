@@ -18,10 +18,9 @@ MS = 1_000_000  # nanoseconds in a millisecond
 def trace(
     trace_id: str, at: int, inputs: Any, outputs: Any, ended: int | None = None, **more: Any
 ) -> dict[str, Any]:
-    root = {"span_id": f"{trace_id}-root", "parent_id": None, "name": "chat", "span_type": "CHAIN"}
-    root.update(
-        inputs=inputs, outputs=outputs, start_ns=at * MS, end_ns=None if ended is None else ended * MS
-    )
+    root: dict[str, Any] = {"span_id": f"{trace_id}-root", "parent_id": None, "name": "chat"}
+    root.update(span_type="CHAIN", inputs=inputs, outputs=outputs, start_ns=at * MS)
+    root["end_ns"] = None if ended is None else ended * MS
     return {
         "trace_id": trace_id,
         "state": more.pop("state", "OK"),
@@ -41,6 +40,7 @@ def test_a_chat_request_as_input_gives_its_last_user_message() -> None:
         trace("t2", 20, asked, {"choices": [{"message": {"content": "now this"}}]}, 21),
     ]
     row = sessions.session_row("s", records, 1, traces.selectors(CFG), "store")
+    assert row.messages is not None
     assert [(t.number, t.role, t.content) for t in row.messages] == [
         (1, "user", "hi"),
         (2, "assistant", "hello"),
@@ -81,18 +81,28 @@ def test_settings_checked_before_the_store_is_asked() -> None:
         sessions.check({"sessions": True, "columns": {**COLUMNS, "input": None}})
 
 
-def test_rows_sample_before_fetching_and_stop_at_the_limit() -> None:
-    fetched: list[str] = []
+def test_rows_sample_before_fetching_in_batches_and_stop_at_the_limit() -> None:
+    fetched: list[list[str]] = []
 
-    def fetch(session: str) -> list[dict[str, Any]]:
-        fetched.append(session)
-        return [trace(f"{session}-1", 1, "q", "a", 2)]
+    def fetch(batch: list[str]) -> dict[str, list[dict[str, Any]]]:
+        fetched.append(batch)
+        return {s: [trace(f"{s}-1", 1, "q", "a", 2)] for s in batch if s != "s2"}  # s2: gone meanwhile
 
-    ids = ["s1", "s2", "s1", "s3", "s4"]
-    assert [r.id for r in sessions.rows(ids, fetch, {**CFG, "limit": 2}, (None, 10), "store")] == ["s1", "s2"]
-    assert fetched == ["s1", "s2"]  # the rest never asked for
+    ids = ["s1", "s2", "s1", "s3", "s4", "s5"]
+    limited = {**CFG, "limit": 2, "page_size": 8}  # batches of 2 sessions
+    assert [r.id for r in sessions.rows(ids, fetch, limited, (None, 10), "store")] == ["s1", "s3"]
+    assert fetched == [["s1", "s2"], ["s3"]]  # never more than the limit still needs
+    fetched.clear()
+    assert [r.id for r in sessions.rows(ids, fetch, {**CFG, "page_size": 8}, (None, 10), "store")] == [
+        "s1",
+        "s3",
+        "s4",
+        "s5",
+    ]
+    assert fetched == [["s1", "s2"], ["s3", "s4"], ["s5"]]
     fetched.clear()
     sample = {**CFG, "sample": {"rate": 0.5, "salt": "x"}}
     kept = [r.id for r in sessions.rows(ids, fetch, sample, (None, 10), "store")]
-    assert fetched == kept == [s for s in ["s1", "s2", "s3", "s4"] if traces.sampled(s, 0.5, "x")]
-    assert 0 < len(kept) < 4
+    asked = [s for batch in fetched for s in batch]
+    assert asked == [s for s in ["s1", "s2", "s3", "s4", "s5"] if traces.sampled(s, 0.5, "x")]
+    assert kept == [s for s in asked if s != "s2"] and 0 < len(asked) < 5

@@ -16,7 +16,7 @@ from evalframe.data import judged
 from evalframe.results.journal import Journal
 from evalframe.results.nouns import ItemResult, ScoreResult
 from evalframe.tracking import feedback
-from tests.traced_chat import Chats, _seeded_chats, chat_store, rows
+from tests.traced_chat import Chats, _seeded_chats, chat, chat_store, rows
 
 __all__ = ["_seeded_chats", "chat_store"]  # fixtures, used by name
 
@@ -121,7 +121,7 @@ def items(chats: Chats) -> list[ItemResult]:
     """Each session judged by hand: every assistant turn kept but the last, which forgot."""
     out = []
     for row in rows(chats):
-        numbers = [t.number for t in row.messages.assistant_turns]
+        numbers = [t.number for t in chat(row).assistant_turns]
         verdicts = [
             (n, "forgot" if n == numbers[-1] else "kept", 0.0 if n == numbers[-1] else 1.0) for n in numbers
         ]

@@ -16,7 +16,7 @@ from evalframe.data.conversations import Turn
 from evalframe.data.values import ToolCall
 from evalframe.errors import ConfigError
 from tests.conftest import compose
-from tests.traced_chat import CHATS, Chats, _seeded_chats, chat_store, jsonl, rows
+from tests.traced_chat import CHATS, Chats, _seeded_chats, chat, chat_store, jsonl, rows
 
 __all__ = ["_seeded_chats", "chat_store"]  # fixtures, used by name
 
@@ -33,11 +33,13 @@ def test_sessions_are_the_conversations_a_jsonl_file_gives(chat_store: Chats, tm
     assert [r.id for r in read] == list(CHATS)
     expected = file_rows(tmp_path)
     for row in read:
+        assert row.messages is not None
         assert row.messages == expected[row.id].messages, row.id
         assert (row.input, row.output) == (expected[row.id].input, expected[row.id].output)
         assert row.trace_id == chat_store.traces[row.id][0]  # the session's verdict goes on its first trace
         assert row.extra["messages"] == row.messages.as_records()
     ada = read[0].messages
+    assert ada is not None
     assert ada.turns[3] == Turn(
         4, "assistant", CHATS["chat-ada"][1].reply or "", (), CHATS["chat-ada"][1].contexts
     )
@@ -45,7 +47,7 @@ def test_sessions_are_the_conversations_a_jsonl_file_gives(chat_store: Chats, tm
     assert ada.turns[1].contexts is None and ada.turns[1].tool_calls == ()  # no retrieval, no tool
     # chat-cid's second trace failed: the user's turn alone, then the next exchange.
     cid = read[2]
-    assert [t.role for t in cid.messages] == ["user", "assistant", "user", "user", "assistant"]
+    assert [t.role for t in chat(cid)] == ["user", "assistant", "user", "user", "assistant"]
     ids = chat_store.traces["chat-cid"]
     assert cid.extra["session_traces"] == [
         {"trace_id": ids[0], "turn": 2},
@@ -65,7 +67,7 @@ def test_limit_and_sample_count_sessions(chat_store: Chats) -> None:
     # A hash of the session id: 0.4 keeps ada and cid (whole), 0.5 those and bob.
     some = rows(chat_store, "dataset.sample.rate=0.4")
     assert [r.id for r in some] == ["chat-ada", "chat-cid"]
-    assert all(len(r.messages.user_turns) == len(CHATS[r.id]) for r in some)
+    assert all(len(chat(r).user_turns) == len(CHATS[r.id]) for r in some)
     assert [r.id for r in rows(chat_store, "dataset.sample.rate=0.5")] == ["chat-ada", "chat-bob", "chat-cid"]
 
 
@@ -90,9 +92,9 @@ def test_a_session_still_going_at_until_or_begun_before_since_is_left_whole(chat
 def test_a_filter_chooses_sessions_through_their_traces_and_reads_them_whole(chat_store: Chats) -> None:
     # Only chat-cid's second trace failed; the session is read with its OK traces too.
     [cid] = rows(chat_store, "dataset.status=null", "dataset.filter='trace.status = \"ERROR\"'")
-    assert cid.id == "chat-cid" and len(cid.messages.user_turns) == 3
+    assert cid.id == "chat-cid" and len(chat(cid).user_turns) == 3
     [bob] = rows(chat_store, "dataset.filter='metadata.`mlflow.trace.session` = \"chat-bob\"'")
-    assert len(bob.messages) == 4
+    assert len(chat(bob)) == 4
     # The default status=OK: a session with a failed turn is still taken, whole.
     assert "chat-cid" in {r.id for r in rows(chat_store)}
 
