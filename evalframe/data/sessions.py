@@ -17,8 +17,8 @@ reply), so per-turn verdicts go back onto the trace that made the turn.
 A session is judged whole or not at all: it is taken when every one of its traces started at or after
 dataset.since and had ended before dataset.until (the run's start by default). A session still going
 on when the run starts (a trace after `until`, or one still running) is left for a later run, so no
-verdict is ever given on half a conversation; a session is fetched by its id in one search of its own,
-so paging through the experiment never cuts one either.
+verdict is ever given on half a conversation; a session's traces are listed by its id, in a search of
+their own, so paging through the experiment never cuts one either.
 """
 
 from __future__ import annotations
