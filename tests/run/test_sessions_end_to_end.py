@@ -10,6 +10,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+import mlflow
+
 from tests.conftest import fake_model, run_cli
 from tests.scripted import ScriptedModel
 from tests.traced_chat import CHATS, Chats, _seeded_chats, chat_store, jsonl
@@ -56,7 +58,7 @@ def test_the_same_conversations_from_a_file_then_from_sessions_cost_no_second_re
         "scorer=chat_quality",
         f"scorers.chat_quality.prompt={tmp_path / 'judge.j2'}",
     ]
-    judge += [*fake_model(scripted), "tracking=none"]
+    judge += fake_model(scripted)
     scripted.responder = rating
 
     def evalframe(*args: str, **env: str) -> str:
@@ -64,7 +66,7 @@ def test_the_same_conversations_from_a_file_then_from_sessions_cost_no_second_re
         assert done.returncode == 0 and "Traceback" not in done.stderr, done.stdout + done.stderr
         return done.stderr
 
-    evalframe(f"dataset.path={tmp_path / 'chats.jsonl'}")
+    evalframe(f"dataset.path={tmp_path / 'chats.jsonl'}", "tracking=none")
     asked = scripted.count()
     assert asked == len(CHATS)
     prompts = {m["content"] for r in scripted.requests for m in r.messages}
@@ -75,8 +77,7 @@ def test_the_same_conversations_from_a_file_then_from_sessions_cost_no_second_re
         f"dataset.experiment={chat_store.experiment}",
         "dataset.sessions=true",
     ]
-    sessions.append(f"dataset.tracking_uri={chat_store.uri}")
-    evalframe(*sessions)
+    evalframe(*sessions, f"tracking.uri={chat_store.uri}")  # logged beside the traces
     assert scripted.count() == asked  # every prompt the same: the judge cache answered them all
     found = evalframes(chat_store)
     assert sorted(found) == sorted(chat_store.traces[s][0] for s in CHATS)  # on each session's first trace
@@ -89,8 +90,16 @@ def test_the_same_conversations_from_a_file_then_from_sessions_cost_no_second_re
         "chat-dee": 0.25,  # 2 turns
     }
     assert all(i["record"]["session_traces"][0]["trace_id"] == i["trace_id"] for i in items)
+    # The run is linked to every trace of the sessions it judged (its Traces tab), not the stray one.
+    client = mlflow.MlflowClient(chat_store.uri)
+    [run] = client.search_runs([chat_store.experiment_id])
+    linked = client.search_traces(
+        locations=[chat_store.experiment_id], run_id=run.info.run_id, include_spans=False
+    )
+    assert sorted(t.info.trace_id for t in linked) == sorted(t for s in CHATS for t in chat_store.traces[s])
+    sessions.append(f"dataset.tracking_uri={chat_store.uri}")
 
     # Another machine (an empty judge cache), the same store: nothing to judge, nothing written twice.
-    said = evalframe(*sessions, EVALFRAME_CACHE_DIR=str(tmp_path / "empty"))
+    said = evalframe(*sessions, "tracking=none", EVALFRAME_CACHE_DIR=str(tmp_path / "empty"))
     assert scripted.count() == asked and "already judged" in said
     assert evalframes(chat_store).keys() == found.keys()
