@@ -102,6 +102,7 @@ class Unjudged(Rows):
         super().__init__(self._unjudged(rows), rows.source)
         self.digests = dict(digests)
         self.skipped = 0
+        self.unit = "trace(s)"  # what a row is: a trace, or a session (its verdicts on its first trace)
         self.reused: Counter[str] = Counter()
 
     def _unjudged(self, rows: Rows) -> Callable[[], Iterator[Row]]:
@@ -109,6 +110,8 @@ class Unjudged(Rows):
             skipped, reused = 0, Counter[str]()
             for row in rows:
                 found = assessments_of(row)
+                if SESSION_TRACES in row.extra:
+                    self.unit = "session(s)"
                 done = [
                     n
                     for n, d in self.digests.items()
@@ -129,7 +132,7 @@ class Unjudged(Rows):
         except DataError:
             if self.count is None and self.skipped:
                 done = AllJudged(
-                    f"nothing to judge: {self.skipped} trace(s) already judged with these settings "
+                    f"nothing to judge: {self.skipped} {self.unit} already judged with these settings "
                     "(their verdicts are on the traces)"
                 )
                 done.skipped = self.skipped
@@ -140,7 +143,7 @@ class Unjudged(Rows):
         """The console's line on what was not judged again, if anything."""
         if not self.skipped and not self.reused:
             return None
-        line = f"already judged with these settings: {self.skipped} trace(s) skipped"
+        line = f"already judged with these settings: {self.skipped} {self.unit} skipped"
         if self.reused:
             each = ", ".join(f"{name} on {n}" for name, n in sorted(self.reused.items()))
             line += f"; verdicts reused ({each}) where other scorers judge"

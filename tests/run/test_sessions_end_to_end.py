@@ -101,5 +101,5 @@ def test_the_same_conversations_from_a_file_then_from_sessions_cost_no_second_re
 
     # Another machine (an empty judge cache), the same store: nothing to judge, nothing written twice.
     said = evalframe(*sessions, "tracking=none", EVALFRAME_CACHE_DIR=str(tmp_path / "empty"))
-    assert scripted.count() == asked and "already judged" in said
+    assert scripted.count() == asked and f"nothing to judge: {len(CHATS)} session(s) already judged" in said
     assert evalframes(chat_store).keys() == found.keys()
