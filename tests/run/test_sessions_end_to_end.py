@@ -103,3 +103,23 @@ def test_the_same_conversations_from_a_file_then_from_sessions_cost_no_second_re
     said = evalframe(*sessions, "tracking=none", EVALFRAME_CACHE_DIR=str(tmp_path / "empty"))
     assert scripted.count() == asked and f"nothing to judge: {len(CHATS)} session(s) already judged" in said
     assert evalframes(chat_store).keys() == found.keys()
+
+
+def test_sessions_without_an_input_selector_stop_before_any_request(
+    chat_store: Chats, scripted: ScriptedModel, tmp_path: Path
+) -> None:
+    done = run_cli(
+        [
+            "dataset=mlflow_traces",
+            f"dataset.experiment={chat_store.experiment}",
+            f"dataset.tracking_uri={chat_store.uri}",
+            "dataset.sessions=true",
+            "dataset.columns.input=null",
+            "scorer=answer_relevancy",
+            *fake_model(scripted),
+            "tracking=none",
+        ],
+        tmp_path,
+    )
+    assert done.returncode == 2 and scripted.count() == 0
+    assert "Traceback" not in done.stderr and "set it to a selector" in done.stderr
