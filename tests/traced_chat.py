@@ -14,7 +14,9 @@ written as a JSONL file of OpenAI-style messages (`jsonl`): the identical-items 
 - chat-bob: 2 turns (a tool call with two arguments, then a retrieval of two documents);
 - chat-cid: 3 turns, the second an ERROR trace (no reply);
 - chat-dee: 1 turn;
-- one trace with no session id.
+- one trace with no session id;
+- every session trace tagged chatbot_role=ROLE, and chat-ada's first trace carrying a reviewer's
+  `expected_outcome` expectation (OUTCOMES).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from typing import Any
 
 import mlflow
 import pytest
-from mlflow.entities import Document
+from mlflow.entities import AssessmentSource, AssessmentSourceType, Document
 
 from evalframe.data.conversations import Conversation
 from evalframe.data.rows import Row
@@ -83,6 +85,10 @@ CHATS: dict[str, list[Exchange]] = {
     "chat-dee": [Exchange("Do children travel free?", "Under 4 they do, without a seat of their own.")],
 }
 STRAY = "A question asked outside any conversation."
+ROLE = "a railway help desk"  # every trace's tag chatbot_role
+# A reviewer's expectation of how a conversation should end: on the session's first trace, as MLflow
+# keeps a session's expectations (a HUMAN source, the session id in its metadata).
+OUTCOMES = {"chat-ada": "Ada knows how long the train to Paris takes and the weather there."}
 _BY_MESSAGE = {e.user: (session, e) for session, chat in CHATS.items() for e in chat}
 
 
@@ -123,7 +129,7 @@ def reply(message: str) -> str:
     for name, arguments in exchange.tools:
         _call(name, arguments)
     if session is not None:
-        mlflow.update_current_trace(session_id=session)
+        mlflow.update_current_trace(session_id=session, tags={"chatbot_role": ROLE})
     if exchange.reply is None:
         raise ValueError("the assistant failed on this turn")
     return exchange.reply
@@ -144,6 +150,13 @@ def seed(uri: str, experiment: str = EXPERIMENT) -> Chats:
                     chats.traces.setdefault(session, []).append(_ask(chat[turn].user))
         chats.stray = _ask(STRAY)
         mlflow.flush_trace_async_logging()
+        reviewer = AssessmentSource(source_type=AssessmentSourceType.HUMAN, source_id="reviewer@example.com")
+        for session, outcome in OUTCOMES.items():
+            first = chats.traces[session][0]
+            metadata = {"mlflow.trace.session": session}
+            mlflow.log_expectation(
+                trace_id=first, name="expected_outcome", value=outcome, source=reviewer, metadata=metadata
+            )
     return chats
 
 
@@ -178,7 +191,13 @@ def messages(chat: list[Exchange]) -> list[dict[str, Any]]:
 
 def jsonl() -> str:
     """The same conversations as a JSONL dataset, one line per conversation, id = the session id."""
-    return "".join(json.dumps({"id": s, "messages": messages(chat)}) + "\n" for s, chat in CHATS.items())
+    lines = []
+    for session, chat in CHATS.items():
+        line = {"id": session, "messages": messages(chat), "chatbot_role": ROLE}
+        if session in OUTCOMES:
+            line["expected_outcome"] = OUTCOMES[session]
+        lines.append(json.dumps(line) + "\n")
+    return "".join(lines)
 
 
 def copied(chats: Chats, folder: Path) -> Chats:

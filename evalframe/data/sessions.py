@@ -34,8 +34,21 @@ from evalframe.errors import ConfigError
 
 SESSION_TRACES = judged.SESSION_TRACES  # the record's key: [{"trace_id", "turn"}] in order
 TURN_ASSESSMENTS = "turn_assessments"  # the record's key: evalframe's verdicts on the other traces
+# A conversation's own fields, read by their selectors (dataset.columns) from the session's first trace,
+# where MLflow keeps a session's expectations (mlflow.genai's resolve_expectations_from_session).
+ITEM = ("expected_outcome", "chatbot_role")
 
 Records = Sequence[Mapping[str, Any]]
+
+
+def selectors(cfg: Mapping[str, Any]) -> dict[str, traces.Selector | None]:
+    """A trace row's selectors (data.traces) and those of the conversation's own fields (ITEM)."""
+    columns = cfg.get("columns") or {}
+    chosen = traces.selectors(cfg)
+    for name in ITEM:
+        text = columns.get(name)
+        chosen[name] = None if text is None else traces.parse(str(text), f"dataset.columns.{name}")
+    return chosen
 
 
 def check(cfg: Mapping[str, Any]) -> None:
@@ -47,6 +60,8 @@ def check(cfg: Mapping[str, Any]) -> None:
             "dataset.sessions=true: every trace of a session is a user turn, read by dataset.columns.input; "
             "set it to a selector (root.inputs by default), not null"
         )
+    if cfg.get("sessions"):
+        selectors(cfg)
 
 
 def whole(records: Records, since_ms: int | None, until_ms: int) -> bool:
@@ -86,6 +101,7 @@ def session_row(
         if ours and exchange is not exchanges[0]:
             others[exchange.id] = ours
     first = exchanges[0]
+    outcome, role = (chosen.get(name) for name in ITEM)
     conversation = Conversation(tuple(turns))
     last = conversation.last("assistant")
     extra = {
@@ -106,6 +122,8 @@ def session_row(
         human=first.human,
         trace_id=first.id,
         messages=conversation,
+        expected_outcome=traces.text(traces.select(records[0], outcome).value) if outcome else None,
+        chatbot_role=traces.text(traces.select(records[0], role).value) if role else None,
     )
 
 
@@ -121,7 +139,7 @@ def rows(
     the `window` (since_ms, until_ms) left out, at most dataset.limit of them. `fetch` gets a batch of
     ids at a time (a quarter of dataset.page_size: a store answers a batch faster than its sessions
     one by one), and never more than the limit still needs."""
-    chosen = traces.selectors(cfg)
+    chosen = selectors(cfg)
     limit = cfg.get("limit")
     batch = max(1, int(cfg.get("page_size") or 100) // 4)
     wanted = _sampled(session_ids, cfg.get("sample") or {})

@@ -16,7 +16,7 @@ from evalframe.data.conversations import Turn
 from evalframe.data.values import ToolCall
 from evalframe.errors import ConfigError
 from tests.conftest import compose
-from tests.traced_chat import CHATS, Chats, _seeded_chats, chat, chat_store, jsonl, rows
+from tests.traced_chat import CHATS, OUTCOMES, Chats, _seeded_chats, chat, chat_store, jsonl, rows
 
 __all__ = ["_seeded_chats", "chat_store"]  # fixtures, used by name
 
@@ -28,7 +28,7 @@ def file_rows(tmp_path: Path) -> dict[str, data.Row]:
 
 
 def test_sessions_are_the_conversations_a_jsonl_file_gives(chat_store: Chats, tmp_path: Path) -> None:
-    read = rows(chat_store)
+    read = rows(chat_store, "dataset.columns.chatbot_role=tag:chatbot_role")
     # One item per session, in the order of their first traces; the trace without a session is no item.
     assert [r.id for r in read] == list(CHATS)
     expected = file_rows(tmp_path)
@@ -36,8 +36,12 @@ def test_sessions_are_the_conversations_a_jsonl_file_gives(chat_store: Chats, tm
         assert row.messages is not None
         assert row.messages == expected[row.id].messages, row.id
         assert (row.input, row.output) == (expected[row.id].input, expected[row.id].output)
+        same = ("expected_outcome", "chatbot_role")
+        assert [getattr(row, f) for f in same] == [getattr(expected[row.id], f) for f in same], row.id
         assert row.trace_id == chat_store.traces[row.id][0]  # the session's verdict goes on its first trace
         assert row.extra["messages"] == row.messages.as_records()
+    assert read[0].expected_outcome == OUTCOMES["chat-ada"] and read[1].expected_outcome is None
+    assert rows(chat_store)[0].chatbot_role is None  # not read unless mapped
     ada = read[0].messages
     assert ada is not None
     assert ada.turns[3] == Turn(
