@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -104,12 +105,15 @@ def main() -> None:
         start = time.perf_counter()
         seed(uri, sessions, args.turns)
         print(f"{sessions} sessions x {args.turns} turns seeded in {time.perf_counter() - start:.1f} s")
-        for page_size in (100, 10):
-            count, turns, seconds, peak = read(uri, page_size)
-            print(
-                f"; page_size={page_size}: {count} sessions ({turns} messages) read in {seconds:.2f} s "
-                f"({1000 * seconds / max(count, 1):.1f} ms a session), peak {peak / 2**20:.1f} MiB"
-            )
+        try:
+            for page_size in (100, 10):
+                count, turns, seconds, peak = read(uri, page_size)
+                print(
+                    f"; page_size={page_size}: {count} sessions ({turns} messages) read in {seconds:.2f} s "
+                    f"({1000 * seconds / max(count, 1):.1f} ms a session), peak {peak / 2**20:.1f} MiB"
+                )
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 if __name__ == "__main__":
