@@ -225,16 +225,12 @@ def resumed_sweep(argv: list[str]) -> list[str]:
     """`-m ... resume=true` continues the newest unfinished sweep with the same overrides in any order
     (or `resume=multirun/DATE/TIME`, that one) in its own directory: hydra.sweep.dir is set to it, where
     each job finds what it finished, and the sweep's MLflow parent run goes on."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from evalframe.config.compose import keyed, multirun_overrides
 
-    if not {"-m", "--multirun"} & set(argv):
+    parsed = multirun_overrides(argv)
+    if parsed is None:
         return argv
-    given_overrides = [a for a in argv if not a.startswith("-") and "=" in a]
-    try:
-        parsed = OverridesParser.create().parse_overrides(given_overrides)
-    except Exception:  # Hydra says what is wrong with the command line
-        return argv
-    given = {o.get_key_element().lstrip("+~"): o for o in parsed}
+    given = keyed(parsed)
     resume = given.get("resume")
     if resume is None or "hydra.sweep.dir" in given or str(resume.value()).lower() in ("false", "none"):
         return argv

@@ -35,6 +35,27 @@ def compose(overrides: list[str]) -> DictConfig:
         restore_gh_from_backup(host)
 
 
+def multirun_overrides(argv: Sequence[str]) -> list[Any] | None:
+    """A `-m` command line's overrides as Hydra parses them, in order (a key given twice is there
+    twice, as the sweep records it); None for a single run, or a command line Hydra will refuse itself
+    (it says what is wrong)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    if not {"-m", "--multirun"} & set(argv):
+        return None
+    given = [a for a in argv if not a.startswith("-") and "=" in a]
+    try:
+        parsed = OverridesParser.create().parse_overrides(given)
+    except Exception:
+        return None
+    return list(parsed)
+
+
+def keyed(overrides: list[Any]) -> dict[str, Any]:
+    """Parsed overrides by key, `+`/`~` dropped (the last of a key given twice)."""
+    return {o.get_key_element().lstrip("+~"): o for o in overrides}
+
+
 def preset(name: str, key: str, overrides: Sequence[str] = ()) -> dict[str, Any]:
     """conf/model/NAME.yaml as Hydra composes it (with the base it pulls in), and `overrides`
     (model.api_base=...) on top: from the running app's search path when it has that preset (so a

@@ -13,26 +13,17 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from evalframe.config.compose import keyed, multirun_overrides
 from evalframe.errors import ConfigError
-
-_MULTIRUN = ("-m", "--multirun")
 
 
 def expand(argv: list[str]) -> list[str]:
     """`-m shards=N ...` -> `-m shards=N ... shard=range(0,N)`; anything else as it is. Sharding splits
     one evaluation, so it is not combined with swept values (each job would be a shard of another
     evaluation): one sharded command per setting."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    if not set(_MULTIRUN) & set(argv):
-        return argv
-    given = [a for a in argv if not a.startswith("-") and "=" in a]
-    try:
-        parsed = OverridesParser.create().parse_overrides(given)
-    except Exception:  # Hydra says what is wrong with the command line
-        return argv
-    keys = {o.get_key_element().lstrip("+~"): o for o in parsed}
-    if "shards" not in keys or "shard" in keys:
+    parsed = multirun_overrides(argv)
+    keys = keyed(parsed or [])
+    if parsed is None or "shards" not in keys or "shard" in keys:
         return argv
     shards = keys["shards"]
     value = None if shards.is_sweep_override() else shards.value()
