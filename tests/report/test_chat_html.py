@@ -9,6 +9,8 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from evalframe.report import chat_html, html as html_report
 from evalframe.results.nouns import ItemResult, ScoreResult
 from evalframe.results.run import RunResult
@@ -165,6 +167,7 @@ def test_a_panels_turn_verdicts_are_each_named_by_judge():
     ]
 
 
+@pytest.mark.slow
 def test_a_run_over_conversations_shows_each_as_a_chat_without_turn_verdicts(tmp_path: Path):
     """Through `evalframe run`: a dataset of conversations (its messages in DeepEval's and RAGAS' shapes)
     scored by a single-turn scorer; results.jsonl keeps each judged conversation, and report.html shows

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 from mlflow.tracking import MlflowClient  # at import: the test's store copies the template (conftest)
 
 from evalframe.results import intervals
@@ -142,6 +143,7 @@ def test_the_interval_resamples_conversations_not_turns():
     assert math.isclose(result.summaries["retention"].mean, (0.75 + 0.0 + 1.0) / 3)
 
 
+@pytest.mark.slow
 def test_mlflow_shows_the_turn_verdicts_in_items_json_and_the_chat_in_report_html(tmp_path):
     results = tmp_path / "run" / "results.jsonl"
     results.parent.mkdir()

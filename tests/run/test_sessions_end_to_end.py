@@ -11,11 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import mlflow
+import pytest
 
 from tests.conftest import fake_model, run_cli
 from tests.scripted import ScriptedModel
 from tests.traced_chat import CHATS, Chats, _seeded_chats, chat_store, jsonl
 from tests.tracking.test_session_feedback import evalframes
+
+pytestmark = pytest.mark.slow  # whole runs logged to MLflow, several per test: make test runs them
 
 __all__ = ["_seeded_chats", "chat_store"]  # fixtures, used by name
 

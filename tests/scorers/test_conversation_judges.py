@@ -403,7 +403,10 @@ def test_per_turn_verdicts_are_in_results_jsonl_the_table_and_the_report(
         == "turn 6 forgot (0.00): turn 6 asks again"
     )
     html = (tmp_path / "out" / "report.html").read_text()
-    assert "<summary>4 verdicts</summary>" in html and "<div>turn 6 forgot (0.00): turn 6 asks again</div>" in html
+    assert (
+        "<summary>4 verdicts</summary>" in html
+        and "<div>turn 6 forgot (0.00): turn 6 asks again</div>" in html
+    )
 
 
 def test_empty_cases_follow_the_rule_or_the_peer(scripted: ScriptedModel, tmp_path: Path) -> None:

@@ -88,6 +88,7 @@ def _scores(path: Path) -> dict[str, float | None]:
     }
 
 
+@pytest.mark.slow
 def test_a_sharded_evaluation_is_the_unsharded_one(scripted: ScriptedModel, tmp_path: Path) -> None:
     common = ["scorer=answer_similarity", *fake_model(scripted), "dataset.limit=10", GATE]
     env = {"OPENAI_API_KEY": "sk-x", "EVALFRAME_CACHE_DIR": str(tmp_path / "one")}  # each asks the judge

@@ -199,6 +199,7 @@ def test_llm_replay_sends_the_conversation_so_far_as_the_models_messages(
     assert step["attempts"] == 3 and step["usage"]["prompt_tokens"] > 0  # the three calls, summed
 
 
+@pytest.mark.slow
 def test_http_replay_posts_the_messages_so_far(tmp_path: Path, service: Service) -> None:
     service.reply = lambda call: (200, {"answer": f"H{len(call.body['messages'])}:{call.body['input']}"}, {})
     rows = [{**CHATS[1], "ground_truth": "-"}, {"id": "q", "input": "plain", "ground_truth": "-"}]
