@@ -99,6 +99,7 @@ OWN_KEYS = {
         "until",
         "page_size",
         "sample",
+        "sessions",
     },
 }
 
@@ -350,6 +351,8 @@ def test_watch_mode_is_off_by_default_and_its_keys_are_checked() -> None:
             watching.of(compose([*traces, "watch.every=1m", bad]))
     with pytest.raises(ConfigError, match="choose tracking=mlflow"):
         watching.of(compose([*traces, "watch.every=1m", "tracking=none"]))
+    with pytest.raises(ConfigError, match="a session is judged whole"):
+        watching.of(compose([*traces, "watch.every=1m", "dataset.sessions=true"]))
 
 
 @pytest.mark.parametrize(

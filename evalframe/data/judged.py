@@ -14,6 +14,7 @@ ones are not asked again).
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -24,6 +25,7 @@ from evalframe.errors import EXIT_OK, DataError, EvalframeError
 DIGEST = "evalframe.digest"  # feedback metadata: the digest of the settings that gave the verdict
 RUN_ID = "evalframe.run_id"  # feedback metadata: the evalframe run (its MLflow run id) that gave it
 NOT_APPLICABLE = "NOT_APPLICABLE"  # the error code of a verdict with nothing to measure: a decision
+SESSION_TRACES = "session_traces"  # a session item's record: its traces, [{"trace_id", "turn"}] in order
 
 
 class AllJudged(EvalframeError):
@@ -69,6 +71,18 @@ def verdict(assessments: Any, name: str, digest: str | None) -> Mapping[str, Any
     return None
 
 
+def digest_for(record: Mapping[str, Any], digest: str) -> str:
+    """The digest a row's verdicts are given under: the settings' `digest`; for a session (a record with
+    SESSION_TRACES) the settings' and a hash of its traces' ids, so a session that has grown a turn since
+    it was judged is judged again (and its new verdict overrides the old one), while the same session
+    under the same settings is not."""
+    entries = record.get(SESSION_TRACES)
+    if not digest or not isinstance(entries, list) or not entries:
+        return digest
+    ids = "\n".join(str(e.get("trace_id")) for e in entries if isinstance(e, Mapping))
+    return f"{digest}.{hashlib.sha256(ids.encode()).hexdigest()[:12]}"
+
+
 def already_judged(assessments: list[dict[str, Any]], name: str, digest: str) -> bool:
     """Whether a trace with these assessments carries scorer `name`'s verdict under `digest`."""
     return verdict(assessments, name, digest) is not None
@@ -88,6 +102,7 @@ class Unjudged(Rows):
         super().__init__(self._unjudged(rows), rows.source)
         self.digests = dict(digests)
         self.skipped = 0
+        self.unit = "trace(s)"  # what a row is: a trace, or a session (its verdicts on its first trace)
         self.reused: Counter[str] = Counter()
 
     def _unjudged(self, rows: Rows) -> Callable[[], Iterator[Row]]:
@@ -95,7 +110,13 @@ class Unjudged(Rows):
             skipped, reused = 0, Counter[str]()
             for row in rows:
                 found = assessments_of(row)
-                done = [n for n, d in self.digests.items() if found and already_judged(found, n, d)]
+                if SESSION_TRACES in row.extra:
+                    self.unit = "session(s)"
+                done = [
+                    n
+                    for n, d in self.digests.items()
+                    if found and already_judged(found, n, digest_for(row.extra, d))
+                ]
                 if self.digests and len(done) == len(self.digests):
                     skipped += 1
                     continue
@@ -111,7 +132,7 @@ class Unjudged(Rows):
         except DataError:
             if self.count is None and self.skipped:
                 done = AllJudged(
-                    f"nothing to judge: {self.skipped} trace(s) already judged with these settings "
+                    f"nothing to judge: {self.skipped} {self.unit} already judged with these settings "
                     "(their verdicts are on the traces)"
                 )
                 done.skipped = self.skipped
@@ -122,7 +143,7 @@ class Unjudged(Rows):
         """The console's line on what was not judged again, if anything."""
         if not self.skipped and not self.reused:
             return None
-        line = f"already judged with these settings: {self.skipped} trace(s) skipped"
+        line = f"already judged with these settings: {self.skipped} {self.unit} skipped"
         if self.reused:
             each = ", ".join(f"{name} on {n}" for name, n in sorted(self.reused.items()))
             line += f"; verdicts reused ({each}) where other scorers judge"

@@ -315,13 +315,13 @@ class Rows:
 
 def _content(row: Row, source: str) -> bytes:
     """A row's content as bytes, for the dataset's digest (a resumed run checks its rows are the same).
-    A file row's is its columns; a trace row's is what is judged, the fields its selectors read and the
-    trace's id, not its record: the record holds the trace's assessments, which the run's own verdicts
-    (and anyone's feedback) change while the traces judged stay the same."""
+    A file row's is its columns; a trace row's is what is judged, the fields its selectors read, the
+    trace's id and a session's conversation, not its record: the record holds the trace's assessments,
+    which the run's own verdicts (and anyone's feedback) change while the traces judged stay the same."""
     if row.trace_id is None:
         content: tuple[Any, ...] = (row.extra,)
     else:
-        content = (row.trace_id, row.retriever_span_id, *(getattr(row, name) for name in LISTS))
+        content = (row.trace_id, row.retriever_span_id, *(getattr(row, name) for name in LISTS), row.messages)
     try:  # repr, not JSON: twice as fast, and as stable for the str, number, list and dict a row holds
         return repr((row.id, row.input, row.ground_truth, row.output, row.human, *content)).encode()
     except (ValueError, RecursionError) as e:  # in-memory records: a huge integer, deep nesting

@@ -70,7 +70,9 @@ class Query:
             conditions.append(f"trace.timestamp_ms >= {self.since_ms}")
         if self.status is not None:
             conditions.append(f"trace.status = '{self.status}'")
-        conditions += [f"tags.`{key}` = {_quoted(value, key)}" for key, value in self.tags.items()]
+        conditions += [
+            f"tags.`{key}` = {quoted(value, f'dataset.tags.{key}')}" for key, value in self.tags.items()
+        ]
         if self.filter:
             conditions.append(self.filter)
         return " AND ".join(conditions)
@@ -136,10 +138,11 @@ def _tags(tags: Any) -> dict[str, str]:
     return {str(k): str(v) for k, v in tags.items()}
 
 
-def _quoted(value: str, key: str) -> str:
-    """A tag's value as a string literal of MLflow's filter language (which has no escapes)."""
+def quoted(value: str, what: str) -> str:
+    """A value (a tag's, `what` names it) as a string literal of MLflow's filter language (which has
+    no escapes)."""
     if "'" not in value:
         return f"'{value}'"
     if '"' not in value:
         return f'"{value}"'
-    raise ConfigError(f"dataset.tags.{key}: a value holding both ' and \" cannot be searched for")
+    raise ConfigError(f"{what}: a value holding both ' and \" cannot be searched for")

@@ -64,6 +64,11 @@ def of(config: Mapping[str, Any]) -> Watch | None:
             f"dataset={dataset.get('name') or dataset.get('format')}; drop watch.every or choose "
             "dataset=mlflow_traces"
         )
+    if dataset.get("sessions"):
+        raise ConfigError(
+            "watch mode judges each trace as it ends, and a session is judged whole once it has ended: "
+            "drop watch.every (a run judges the sessions that have ended) or dataset.sessions"
+        )
     if not (config.get("tracking") or {}).get("enabled"):
         raise ConfigError(
             "watch mode logs each tick to one MLflow run and keeps its checkpoint there: choose "

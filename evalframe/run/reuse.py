@@ -57,7 +57,10 @@ def ask(
     for name, scorer in scorers.items():
         mine = []
         for row, output in ready:
-            earlier = judged.verdict(judged.assessments_of(row), name, found.get(name))
+            digest = found.get(name)
+            earlier = judged.verdict(
+                judged.assessments_of(row), name, judged.digest_for(row.extra, digest) if digest else None
+            )
             if earlier is None:
                 mine.append((row, output))
             else:

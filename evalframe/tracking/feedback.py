@@ -35,11 +35,14 @@ from evalframe.results import summary
 from evalframe.results.journal import iter_items
 from evalframe.results.nouns import ItemResult, ScoreResult
 from evalframe.tracking.store import display_uri, fluent_store, store_uri, unavailable
+from evalframe.tracking.trace_records import SESSION
 
 WORKERS = 4  # writes in flight: a tracking server answers them side by side (SQLite takes one at a time)
 LINKS_PER_CALL = 100  # MLflow's link_traces_to_run refuses more (MAX_TRACE_LINKS_PER_REQUEST)
 CHUNK = 500  # items whose verdicts are written together: memory holds one chunk, not the run
 CHUNKS = "/chunks"  # the name of a scorer's per-chunk feedback on the RETRIEVER span: `<scorer>/chunks`
+TURN = "/turn"  # the name of a conversation judge's verdict on one turn of a session, on its trace
+TURN_NUMBER = "evalframe.turn"  # a per-turn verdict's metadata: the number of the turn it is on
 
 
 @dataclass(frozen=True)
@@ -108,8 +111,8 @@ def verdicts(
     for name, result in item.scores.items():
         if name not in digests or "reused" in result.details:
             continue
-        digest = digests[name]
-        metadata = {judged.DIGEST: digest, **({judged.RUN_ID: run_id} if run_id else {})}
+        digest = judged.digest_for(item.record, digests[name])
+        metadata = {judged.DIGEST: digest, **({judged.RUN_ID: run_id} if run_id else {}), **_session(item)}
         base = Verdict(
             item.trace_id, name, result.score, result.reason, sources.get(name, ("CODE", name)), metadata
         )
@@ -138,6 +141,60 @@ def verdicts(
                         overrides=overrides,
                     )
                 )
+        if result.scored:
+            out += turn_verdicts(item, result, base)
+    return out
+
+
+def _session(item: ItemResult) -> dict[str, str]:
+    """A session's verdict carries its session id, as MLflow's session judges' do (on its first trace)."""
+    session = item.record.get("session_id")
+    return {SESSION: str(session)} if session and item.record.get(judged.SESSION_TRACES) else {}
+
+
+def trace_ids(item: ItemResult) -> list[str]:
+    """The traces an item was read from: its own, or every trace of its session, oldest first."""
+    entries = item.record.get(judged.SESSION_TRACES)
+    if isinstance(entries, list) and entries:
+        return [str(e["trace_id"]) for e in entries if isinstance(e, Mapping) and e.get("trace_id")]
+    return [item.trace_id] if item.trace_id else []
+
+
+def turn_verdicts(item: ItemResult, result: ScoreResult, base: Verdict) -> list[Verdict]:
+    """A conversation judge's verdict on each assistant turn of a session (details["turns"]), each on
+    the trace that made the turn, named `<scorer>/turn`: the turn's score, its verdict and reason as
+    the rationale; none for a turn whose verdict is on its trace already. The session's own verdict
+    (`base`, on its first trace) is not among them."""
+    made = {
+        e.get("turn"): str(e["trace_id"])
+        for e in item.record.get(judged.SESSION_TRACES) or []
+        if isinstance(e, Mapping) and e.get("turn") is not None and e.get("trace_id")
+    }
+    others = item.record.get("turn_assessments") or {}
+    metadata = {k: v for k, v in base.metadata.items() if k != SESSION}  # a turn's verdict is the trace's
+    out = []
+    for entry in result.details.get("turns") or []:
+        trace_id = made.get(entry.get("turn")) if isinstance(entry, Mapping) else None
+        if trace_id is None:
+            continue
+        found = item.record.get("assessments") if trace_id == item.trace_id else others.get(trace_id)
+        there, overrides = _earlier(found, base.name + TURN, metadata[judged.DIGEST], None)
+        if there:
+            continue
+        score, reason = entry.get("score"), f"{entry.get('verdict')}: {entry.get('reason') or ''}"
+        number = isinstance(score, int | float) and not isinstance(score, bool) and score == score
+        out.append(
+            replace(
+                base,
+                trace_id=trace_id,
+                name=base.name + TURN,
+                value=score if number else None,
+                error=None if number else ("UNSCORED", reason),
+                rationale=reason,
+                metadata={**metadata, TURN_NUMBER: str(entry["turn"])},
+                overrides=overrides,
+            )
+        )
     return out
 
 
@@ -219,7 +276,7 @@ def write_back(
     with fluent_store(uri), concurrent.futures.ThreadPoolExecutor(WORKERS) as pool:
         client = _client(uri)
         for chunk in itertools.chain([first], chunks):
-            tally.traces += len(chunk)
+            tally.traces += sum(len(trace_ids(item)) for item in chunk)
             todo = (
                 [v for item in chunk for v in verdicts(item, digests or {}, sources, run_id)]
                 if digests
@@ -234,7 +291,7 @@ def write_back(
                     tally.first_error = tally.first_error or error
             if linked:
                 tally.linked += _link(
-                    client, [item.trace_id for item in chunk if item.trace_id], str(run_id), notes
+                    client, [t for item in chunk for t in trace_ids(item)], str(run_id), notes
                 )
     elsewhere = run_id is not None and not linked  # the run's store is not the traces': no link can be made
     notes.append(_said(tally, time.perf_counter() - start, display_uri(uri), results_file, elsewhere))

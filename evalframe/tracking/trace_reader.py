@@ -10,18 +10,19 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from evalframe.data import rows as data, traces
-from evalframe.data.trace_query import Query
+from evalframe.data import rows as data, sessions, traces
+from evalframe.data.trace_query import Query, quoted
 from evalframe.errors import ConfigError, TrackingError
 from evalframe.tracking import read
 from evalframe.tracking.store import display_uri, sqlite_path, store_uri, unavailable
-from evalframe.tracking.trace_records import record
+from evalframe.tracking.trace_records import SESSION, record
 
 # Oldest first; traces of the same millisecond in the order of their ids, so pages never overlap.
 ORDER = ["timestamp_ms ASC", "request_id ASC"]
 # The run's store when tracking is off (tracking=none): where tracking=mlflow would log it.
 DEFAULT_STORE = "sqlite:///mlflow.db"
 SHOWN = 20  # experiments named in the error for one that is not there
+IN_LIST = 100  # trace ids in one `trace.request_id IN (...)` search: a page of them
 
 
 def rows(
@@ -32,6 +33,7 @@ def rows(
     once; the traces are read when the rows are."""
     query = Query.of(cfg, time.time() if now is None else now)
     traces.selectors(cfg)  # a typo in dataset.columns stops the run before the store is asked
+    sessions.check(cfg)
     uri = store_uri(query.tracking_uri or run_store(tracking or {}))
     database = sqlite_path(uri)
     if database is None:  # a server that never answers would hold MLflow's client for minutes
@@ -46,6 +48,8 @@ def rows(
     client = read._client(uri)  # never one that creates an empty store on the way
     experiment_id, name = _experiment(client, query.experiment, uri)
     source = f"MLflow experiment {name!r}"
+    if cfg.get("sessions"):
+        return _sessions(client, experiment_id, query, uri, cfg, source)
 
     def traces_read() -> Iterator[data.Row]:
         return traces.rows(_records(client, experiment_id, query, uri), cfg, source)
@@ -85,26 +89,74 @@ def _experiment(client: Any, wanted: str | None, uri: str) -> tuple[str, str]:
 
 def _records(client: Any, experiment_id: str, query: Query, uri: str) -> Iterator[dict[str, Any]]:
     """Every trace the query selects, as records, one page of `query.page_size` in memory at a time."""
+    for trace in _search(client, experiment_id, uri, query.filter_string(), query.page_size):
+        yield record(trace)
+
+
+def _sessions(
+    client: Any, experiment_id: str, query: Query, uri: str, cfg: Mapping[str, Any], source: str
+) -> data.Rows:
+    """dataset.sessions=true: the sessions with a trace the query selects, in the order of that trace
+    (data.sessions says which are taken). The query's traces are paged through without their spans,
+    for their session ids only; each session's traces are then listed by its id (a search without
+    spans), and the traces of a batch of sessions read with their spans together: memory holds a page
+    of ids and a batch of sessions."""
+
+    def ids() -> Iterator[str]:
+        for trace in _search(client, experiment_id, uri, query.filter_string(), query.page_size, spans=False):
+            found = (trace.info.trace_metadata or {}).get(SESSION)
+            if found:
+                yield str(found)
+
+    def fetch(batch: list[str]) -> dict[str, list[dict[str, Any]]]:
+        listed = {
+            session: [
+                t.info.trace_id
+                for t in _search(
+                    client, experiment_id, uri, _of_session(session), query.page_size, spans=False
+                )
+            ]
+            for session in batch
+        }
+        every = [trace_id for ids in listed.values() for trace_id in ids]
+        full: dict[str, dict[str, Any]] = {}
+        for start in range(0, len(every), IN_LIST):
+            wanted = ", ".join(quoted(i, f"trace {i!r}") for i in every[start : start + IN_LIST])
+            for trace in _search(client, experiment_id, uri, f"trace.request_id IN ({wanted})", IN_LIST):
+                full[trace.info.trace_id] = record(trace)
+        return {session: [full[i] for i in ids if i in full] for session, ids in listed.items()}
+
+    window = (query.since_ms, query.until_ms)
+    return data.Rows(lambda: sessions.rows(ids(), fetch, cfg, window, source), source)
+
+
+def _of_session(session: str) -> str:
+    return f"metadata.`{SESSION}` = {quoted(session, f'session {session!r}')}"
+
+
+def _search(
+    client: Any, experiment_id: str, uri: str, wanted: str, page_size: int, spans: bool = True
+) -> Iterator[Any]:
+    """The experiment's traces `wanted` selects (an MLflow filter), oldest first, a page at a time."""
     from mlflow.exceptions import MlflowException
 
-    wanted = query.filter_string()
     token = None
     while True:
         try:
             page = client.search_traces(
                 locations=[experiment_id],
                 filter_string=wanted,
-                max_results=query.page_size,
+                max_results=page_size,
                 order_by=ORDER,
                 page_token=token,
+                include_spans=spans,
             )
         except MlflowException as e:
             raise ConfigError(
                 f"the MLflow store at {display_uri(uri)} refused the trace search {wanted!r} "
                 f"({e.message}); check dataset.filter and dataset.tags"
             ) from None
-        for trace in page:
-            yield record(trace)
+        yield from page
         token = page.token
         if not token:
             return
