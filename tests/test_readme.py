@@ -319,8 +319,11 @@ def _run_command(block: Block, line: str, workdir: Path, scripted: ScriptedModel
         assert _arguments(args[1:]), COMPARE
         return
     overrides = _one_job(shards.expand(args), workdir)  # -m shards=N: its first shard
+    chats = _judges_conversations(overrides)
     if "dataset=run" in overrides:  # the earlier run it judges again: one made here
-        run_id = _earlier_run(workdir, logged="dataset.run_id=RUN_ID" in overrides)
+        scripted.responder = constrained_decoder(seed=block.line)
+        earlier = _simulated_run if chats else _earlier_run
+        run_id = earlier(workdir, "dataset.run_id=RUN_ID" in overrides, scripted)
         overrides = [o.replace("RUN_ID", run_id) for o in overrides]
     skipped = [why for key, why in COMPOSED_ONLY.items() if key in args or key in overrides]
     if "rescore" in args:  # the logged run's command line comes first: it chose the scorers named
@@ -341,8 +344,11 @@ def _run_command(block: Block, line: str, workdir: Path, scripted: ScriptedModel
     if config["target"].get("model"):
         judged += [o.replace("model.", "target.model.", 1) for o in fake_model(scripted)[1:]]
     config = compose(judged)
+    users = scripted.count("UserTurn")
     _, code = pipeline.evaluate(config, workdir / "run")
     assert code in (0, 1), f"{block.where}: `{line}` exited {code}"  # 1: a gate the sample fails
+    if chats and "dataset=run" in overrides:  # stored simulated conversations: no user model asked
+        assert scripted.count("UserTurn") == users, f"{block.where}: `{line}` asked the user model again"
 
 
 def _watch(overrides: list[str], workdir: Path, block: Block, line: str) -> None:
@@ -370,7 +376,38 @@ def _watch(overrides: list[str], workdir: Path, block: Block, line: str) -> None
     )
 
 
-def _earlier_run(workdir: Path, logged: bool) -> str:
+CONVERSATION_JUDGES = {
+    "knowledge_retention",
+    "role_adherence",
+    "conversation_completeness",
+    "turn_relevancy",
+    "goal_accuracy",
+    "conversation_guidelines",
+}
+
+
+def _judges_conversations(overrides: list[str]) -> bool:
+    named = [re.findall(r"\w+", o.removeprefix("scorer=")) for o in overrides if o.startswith("scorer=")]
+    return bool(CONVERSATION_JUDGES & {n for names in named for n in names})
+
+
+def _simulated_run(workdir: Path, logged: bool, scripted: ScriptedModel) -> str:
+    """The run conversation judges' `dataset=run` commands name: the README's chatbot (mybot.py) talking
+    to a simulated user (the scripted model), two scenarios of chat_sample, stored where the README's
+    `dataset.path=` says; its MLflow run id when `logged`, else ""."""
+    from tests import scripted as scripted_model
+
+    store = f"tracking.uri=sqlite:///{workdir / 'mlflow.db'}" if logged else "tracking=none"
+    user = f"{{name: {scripted_model.NAME}, api_key_env: null, api_base: null, timeout: 10}}"
+    simulated = ["dataset=chat_sample", "dataset.limit=2", "target=python", "target.fn=mybot:reply"]
+    simulated += [f"target.simulate.user_model={user}", "target.simulate.max_turns=2", "scorer=goal_accuracy"]
+    config = compose([*simulated, *fake_model(scripted)[1:], store, "tracking.traces=false"])
+    result, code = pipeline.evaluate(config, workdir / "outputs" / "2025-06-01" / "10-00-00")
+    assert code in (0, 1) and bool(result.run_id) == logged and scripted.count("UserTurn") > 0
+    return result.run_id or ""
+
+
+def _earlier_run(workdir: Path, logged: bool, scripted: ScriptedModel | None = None) -> str:
     """The run `dataset=run` commands name: rag.jsonl's recorded outputs scored by token_f1 (no judge),
     in the directory the README's `dataset.path=` gives and, when `logged`, in ./mlflow.db (where a run
     with tracking=none looks for `dataset.run_id`); its MLflow run id, else ""."""
@@ -411,3 +448,28 @@ def test_the_python_blocks_run_as_written(
         ran = "1 passed" in done.stdout or ("1 failed" in done.stdout and "assert " in done.stdout)
         assert ran and "Error" not in done.stdout.replace("AssertionError", ""), done.stdout + done.stderr
     assert judge_server.count() > 0  # the LLM examples reached the judge
+
+
+# Benchmarks cheap enough to run as the README writes them (the others: their script must exist).
+CHEAP_BENCHES = {"bench/bench_conversation_judges.py": "the six conversation judges against an oracle, ~15 s"}
+
+
+@pytest.mark.slow
+def test_the_cheap_benches_run_as_written() -> None:
+    lines = [
+        line for _, line in shell_lines() if line.startswith("python ") and line.split()[1] in CHEAP_BENCHES
+    ]
+    assert sorted(line.split()[1] for line in lines) == sorted(CHEAP_BENCHES)
+    for line in lines:
+        done = subprocess.run(
+            [sys.executable, *shlex.split(line)[1:]],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        # a row per judge, and the re-scores of its stored replies sent no request
+        assert all(f"| {judge} |" in done.stdout for judge in CONVERSATION_JUDGES), done.stdout
+        assert "deepeval 0, mlflow 0, aggregate=all 0" in done.stdout, done.stdout

@@ -1,7 +1,8 @@
 """The bundled conversation sample (dataset=chat_sample) holds what its config promises, and the same
 conversations written as DeepEval's goldens (one JSON array) and as RAGAS' multi-turn samples (JSONL)
 are the same items: identical rows, and a run on either after a run on the OpenAI form is answered by
-the judge cache, with 0 requests (issue 25's first done-when, for the file forms)."""
+the judge cache, with 0 requests (issue 25's first done-when, for the file forms): the judges are real
+conversation judges, so what the cache keys is the whole conversation as a judge reads it."""
 
 from __future__ import annotations
 
@@ -10,12 +11,13 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from evalframe.data.conversations import transcript
 from evalframe.data.rows import Row, load_rows, resolve_path
 from tests.conftest import compose, fake_model, run_cli
-from tests.fake_judge import fenced, overlap
+from tests.conversation_oracle import Oracle
 from tests.scripted import ScriptedModel
-from tests.testserver import FakeRequest
 
 CATEGORIES = {
     "remembered fact",
@@ -184,52 +186,16 @@ def test_the_three_forms_are_the_same_items(tmp_path: Path) -> None:
     ]
 
 
-SCORER = """\
-# @package scorers.last_reply
-_target_: evalframe.scorers.judge.Judge
-prompt: ???
-require_ground_truth: false
-output: {type: number, min: 1, max: 5}
-model: ${model}
-repeats: ${repeats}
-"""
-# Only `input` (the first user turn) and `output` (the last assistant turn): the same in every form, where
-# `row` (the record as written) is not. The whole conversation's cache check is made again once the
-# conversation judges (their `conversation` variable and transcript) are in.
-PROMPT = """\
-How well does the assistant's last reply serve the user's first request? 1 = not at all, 5 = fully.
-
-{{ input | fence("REQUEST") }}
-
-{{ output | fence("REPLY") }}
-
-Reply with JSON: {"reason": "...", "rating": 1-5}
-"""
-
-
-def shared_words(request: FakeRequest) -> dict[str, Any]:
-    """Rates the reply by the words it shares with the request: a different rating for different items."""
-    blocks = fenced(request)
-    share = overlap(blocks["REQUEST"], blocks["REPLY"])
-    return {"reason": f"word overlap {share:.2f}", "rating": 1 + round(4 * share, 2)}
-
-
+@pytest.mark.slow  # three whole runs in process, 126 judge requests: about 5-7 s on 2 shared cores
 def test_a_second_and_third_form_are_answered_by_the_judge_cache(
     scripted: ScriptedModel, tmp_path: Path
 ) -> None:
-    conf, prompt = tmp_path / "conf", tmp_path / "last_reply.j2"
-    (conf / "scorer").mkdir(parents=True)
-    (conf / "scorer" / "last_reply.yaml").write_text(SCORER)
-    prompt.write_text(PROMPT)
-    scripted.responder = shared_words
-    common = [
-        "--config-dir",
-        str(conf),
-        "scorer=last_reply",
-        f"scorers.last_reply.prompt={prompt}",
-        *fake_model(scripted),
-        "tracking=none",
-    ]
+    """Real conversation judges (their transcript of the whole conversation, and per-turn windows), so
+    what is cached is what a judge reads of each conversation: the DeepEval and RAGAS forms after the
+    OpenAI form send 0 requests and get the same scores, which are the sample's intended ones."""
+    oracle = Oracle.of(sample())
+    scripted.responder = oracle
+    common = ["scorer=[knowledge_retention,turn_relevancy]", *fake_model(scripted), "tracking=none"]
     requests, scores = {}, {}
     for name, overrides in forms(tmp_path / "forms").items():  # openai first: it fills the cache
         scripted.reset()
@@ -240,8 +206,15 @@ def test_a_second_and_third_form_are_answered_by_the_judge_cache(
         requests[name] = scripted.count()
         [results] = cwd.glob("outputs/*/*/results.jsonl")
         lines = [json.loads(line) for line in results.read_text().splitlines()]
-        scores[name] = {i["id"]: i["scores"]["last_reply"]["score"] for i in lines}
-    count = len(sample())
-    assert requests == {"openai": count, "deepeval": 0, "ragas": 0}
-    assert scores["openai"] == scores["deepeval"] == scores["ragas"] and len(scores["openai"]) == count
-    assert len(set(scores["openai"].values())) > 3  # the items were told apart, not one reply for all
+        scores[name] = {i["id"]: {k: s["score"] for k, s in i["scores"].items()} for i in lines}
+    rows = sample()
+    turns = sum(len(r.messages.assistant_turns) for r in rows if r.messages)
+    assert requests == {"openai": len(rows) + turns, "deepeval": 0, "ragas": 0}  # 1 + 1 per turn (window)
+    assert scores["openai"] == scores["deepeval"] == scores["ragas"] and len(scores["openai"]) == len(rows)
+    for row in rows:  # the oracle's verdicts came back to the right items and turns
+        assert row.messages is not None
+        for judge in ("knowledge_retention", "turn_relevancy"):
+            failing = row.extra["intended"].get(judge, [])
+            intended = 1 - len(failing) / len(row.messages.assistant_turns)
+            assert scores["openai"][row.id][judge] == pytest.approx(intended), (row.id, judge)
+    assert {s["knowledge_retention"] for s in scores["openai"].values()} >= {1.0, 0.75, 0.5}
