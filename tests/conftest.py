@@ -5,6 +5,7 @@ subprocess) and config composition."""
 from __future__ import annotations
 
 import atexit
+import copy
 import dataclasses
 import functools
 import os
@@ -259,12 +260,21 @@ def quick_retries(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def compose(overrides: list[str]) -> dict[str, Any]:
-    """Compose the config exactly as `python -m evalframe OVERRIDES` would, resolved to plain data."""
+    """Compose the config exactly as `python -m evalframe OVERRIDES` would, resolved to plain data (a
+    copy of its own: tests edit what they get)."""
+    # conf/ reads one variable (tracking.uri's default): a test that sets it gets its own config
+    return copy.deepcopy(_composed(tuple(overrides), os.environ.get("MLFLOW_TRACKING_URI")))
+
+
+@functools.lru_cache(maxsize=512)
+def _composed(overrides: tuple[str, ...], tracking_uri: str | None) -> dict[str, Any]:
+    # Hydra composes conf/ anew each time (~0.1 s of YAML, override parsing and merging); tests ask for
+    # the same few configs hundreds of times, and conf/ does not change while they run.
     from hydra import compose as hydra_compose, initialize_config_dir
     from omegaconf import OmegaConf
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = hydra_compose(config_name="config", overrides=overrides)
+        cfg = hydra_compose(config_name="config", overrides=list(overrides))
     config = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
     assert isinstance(config, dict)
     return {str(k): v for k, v in config.items()}

@@ -44,6 +44,12 @@ def _kept(value: Any) -> Any:
     return value
 
 
+def _mapped(columns: Mapping[str, Any]) -> Any:
+    """The column mapping as it reads rows: a field spelled out as read from its own name (a preset
+    listing its columns) reads what the default does, so it judges the same."""
+    return _kept({field: column for field, column in columns.items() if column != field})
+
+
 def payload(config: Mapping[str, Any], name: str, scorer: Scorer, target_identity: str = "") -> str:
     """What the digest of scorer `name` hashes, as JSON text (tests read it: no secret is in it)."""
     judges = [_kept(asdict(settings)) for settings in scorer.models()]
@@ -54,7 +60,7 @@ def payload(config: Mapping[str, Any], name: str, scorer: Scorer, target_identit
         "judges": judges,
         "target": _kept(config.get("target") or {}),
         "target_identity": target_identity,
-        "columns": _kept((config.get("dataset") or {}).get("columns") or {}),
+        "columns": _mapped((config.get("dataset") or {}).get("columns") or {}),
     }
     return json.dumps(what, sort_keys=True, ensure_ascii=False, default=str)
 
