@@ -26,8 +26,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench import free_port  # noqa: E402
-from memory import dataset  # noqa: E402
+from memory import dataset
+
+from bench import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 

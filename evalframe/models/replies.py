@@ -57,9 +57,10 @@ class Replies:
         if k in self._shared:
             first = await asyncio.shield(self._shared[k])
             self.stats.hits += 1
-            shared = {"usage": Usage(), "latency": 0.0, "attempts": 0, "cached": True}
             # The same key is the same messages: this request's own, which the shared step leaves out.
-            return replace(first, step=step_name, messages=messages, **shared)
+            return replace(
+                first, step=step_name, messages=messages, usage=Usage(), latency=0.0, attempts=0, cached=True
+            )
         future: asyncio.Future[StepResult] = asyncio.get_running_loop().create_future()
         future.add_done_callback(lambda f: f.cancelled() or f.exception())  # no "never retrieved" noise
         self._shared[k] = future
