@@ -57,7 +57,10 @@ class Replies:
         if k in self._shared:
             first = await asyncio.shield(self._shared[k])
             self.stats.hits += 1
-            return replace(first, step=step_name, usage=Usage(), latency=0.0, attempts=0, cached=True)
+            # The same key is the same messages: this request's own, which the shared step leaves out.
+            return replace(
+                first, step=step_name, messages=messages, usage=Usage(), latency=0.0, attempts=0, cached=True
+            )
         future: asyncio.Future[StepResult] = asyncio.get_running_loop().create_future()
         future.add_done_callback(lambda f: f.cancelled() or f.exception())  # no "never retrieved" noise
         self._shared[k] = future
@@ -77,7 +80,9 @@ class Replies:
                 if step.ok:  # errors and unparseable replies are never cached: they are asked again
                     self.cache.put(k, {"raw": step.raw})
             step.key = k
-            future.set_result(step)
+            # Shared without its messages: they are the prompt, most of a step's size, and every
+            # request sharing it has them already (SHARED answered requests at ~3 KB each was 60 MB).
+            future.set_result(replace(step, messages=[]))
             self._forget()
             return step
         except BaseException as e:

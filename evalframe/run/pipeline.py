@@ -188,5 +188,5 @@ def merging(result: RunResult) -> dict[str, Any]:
 
 def keep_items(config: Mapping[str, Any]) -> int | None:
     """How many items a result holds for MLflow's table, reasons.md and prompts.jsonl (null: all)."""
-    keep = config.get("keep_items", 10000)
+    keep = config.get("keep_items", 2000)
     return None if keep is None else int(keep)

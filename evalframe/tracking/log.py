@@ -13,7 +13,8 @@ import json
 import math
 import os
 import re
-from collections.abc import Mapping
+import tempfile
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -64,28 +65,46 @@ def prompts_log(result: RunResult, limit: int = RAW_REPLY_LIMIT) -> str:
     """Every rendered prompt and raw reply, one JSON object per model call; a message longer than
     `limit` characters (raw_reply_limit) is cut to its head, as results.jsonl keeps it
     (StepResult.stored; a run directory of an older evalframe may hold it whole)."""
-    records = []
+    return "\n".join(prompt_lines(result, limit)) + "\n"
+
+
+def prompt_lines(result: RunResult, limit: int = RAW_REPLY_LIMIT) -> Iterator[str]:
+    """prompts_log's lines, one model call at a time (a large run's file is never one string)."""
     for item in result.items:
         steps = [("target", item.target_step)] if item.target_step else []
         steps += [(name, s) for name, r in item.scores.items() for s in r.steps]
         for scorer, step in steps:
             if step.messages:
-                records.append(
-                    json.dumps(
-                        {
-                            "item": item.id,
-                            "scorer": scorer,
-                            "step": step.step,
-                            "messages": [
-                                {**m, "content": cut(m["content"], limit, "message")} for m in step.messages
-                            ],
-                            "raw": step.raw,
-                            "error": step.error,
-                        },
-                        ensure_ascii=False,
-                    )
+                yield json.dumps(
+                    {
+                        "item": item.id,
+                        "scorer": scorer,
+                        "step": step.step,
+                        "messages": [
+                            {**m, "content": cut(m["content"], limit, "message")} for m in step.messages
+                        ],
+                        "raw": step.raw,
+                        "error": step.error,
+                    },
+                    ensure_ascii=False,
                 )
-    return "\n".join(records) + "\n"
+
+
+def log_prompts(result: RunResult, limit: int) -> None:
+    """prompts.jsonl to the active run, written to a file a line at a time: the same text as
+    prompts_log without holding it (and its lines) in memory."""
+    import mlflow
+
+    with tempfile.TemporaryDirectory(prefix="evalframe-prompts-") as tmp:
+        path = Path(tmp) / "prompts.jsonl"
+        with path.open("w", encoding="utf-8") as f:
+            lines = iter(prompt_lines(result, limit))
+            first = next(lines, "")
+            f.write(first)
+            for line in lines:
+                f.write("\n" + line)
+            f.write("\n")
+        mlflow.log_artifact(str(path))
 
 
 def log_run(
@@ -141,7 +160,7 @@ def log_run(
             mlflow.log_table(data=items_table(result), artifact_file="items.json")
             mlflow.log_dict(safe, "config.yaml")
             limit = int(config.get("raw_reply_limit") or RAW_REPLY_LIMIT)
-            mlflow.log_text(prompts_log(result, limit), "prompts.jsonl")
+            log_prompts(result, limit)
             mlflow.log_text(summary.reasons(result), "reasons.md")
             mlflow.log_artifact(str(results_file))
             log_report(result, results_file.parent, run_name)

@@ -32,9 +32,11 @@ def trace_items(result: RunResult, config: Mapping[str, Any], notes: list[str]) 
         return
     own = sum(1 for item in result.items if not item.trace_id)  # the others have traces of their own
     if traced < own:
+        # A run keeping only its first items (keep_items) has every item in results.jsonl, not items.json.
+        everything = "items.json" if len(result.items) == result.count else "results.jsonl"
         notes.append(
             f"MLflow traces: the first {traced} of {own} items "
-            "(tracking.max_traces; every item is in items.json)"
+            f"(tracking.max_traces; every item is in {everything})"
         )
 
 

@@ -70,6 +70,10 @@ def test_answer_similarity_end_to_end_logs_everything_to_mlflow(
     run_id = run.info.run_id  # type: ignore[attr-defined]
     artifacts = {a.path for a in client.list_artifacts(run_id)}  # type: ignore[attr-defined]
     assert {"items.json", "config.yaml", "prompts.jsonl", "reasons.md", "results.jsonl"} <= artifacts
+    # prompts.jsonl is written a line at a time (never one string): one JSON object per model call.
+    prompts = Path(client.download_artifacts(run_id, "prompts.jsonl", str(tmp_path))).read_text()  # type: ignore[attr-defined]
+    calls = [json.loads(line) for line in prompts.splitlines()]
+    assert prompts.endswith("}\n") and len(calls) >= 28 and all(c["messages"] and c["item"] for c in calls)
     table = json.loads(Path(client.download_artifacts(run_id, "items.json", str(tmp_path))).read_text())  # type: ignore[attr-defined]
     table_rows = [dict(zip(table["columns"], row, strict=True)) for row in table["data"]]
     by_id = {r["id"]: r for r in table_rows}

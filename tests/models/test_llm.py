@@ -209,11 +209,18 @@ def test_identical_requests_share_a_bounded_number_of_answers(monkeypatch: Any) 
     with FakeLLMServer(responder=judge) as server:
         model = LLM(settings(server), asyncio.Semaphore(4), Cache("off"), Stats())
 
+        steps: list[Any] = []
+
         async def run() -> None:
             for text in ["A. B.", "C. D.", "A. B.", "E.", "F.", "G.", "A. B."]:
                 messages = [{"role": "user", "content": f"<TEXT-00000000>\n{text}\n</TEXT-00000000>"}]
-                await model.structured("extract", messages, SemanticUnits)
+                steps.append(await model.structured("extract", messages, SemanticUnits))
                 assert len(model.replies._shared) <= 3
+                # What is kept to share holds no prompt (most of a step's size): 3 KB a request on a
+                # long run; each sharer has the same messages already.
+                assert all(f.result().messages == [] for f in model.replies._shared.values())
 
         asyncio.run(run())
         assert model.stats.hits == 1 and server.count() == 6  # the second "A. B." shared, the third asked
+        first, shared = steps[0], steps[2]
+        assert shared.cached and shared.messages == first.messages and shared.reply == first.reply

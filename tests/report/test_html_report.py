@@ -297,3 +297,18 @@ print("ok")
 """
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.stdout.strip() == "ok", result.stderr
+
+
+def test_a_run_keeping_its_first_items_points_at_results_jsonl_for_the_rest(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from evalframe.tracking import traces
+
+    monkeypatch.setattr(traces, "log_traces", lambda result, config, limit: 1)
+    capped = RunResult(items=[_item(i, 1.0) for i in range(5)], scorers=["answer_similarity"], keep=2)
+    notes: list[str] = []
+    traces.trace_items(capped, {"tracking": {"max_traces": 1}}, notes)
+    # items.json holds the 2 kept items, not all 5: results.jsonl does.
+    assert notes == [
+        "MLflow traces: the first 1 of 2 items (tracking.max_traces; every item is in results.jsonl)"
+    ]
