@@ -34,16 +34,8 @@ from evalframe.cli import main  # noqa: E402
 from evalframe.config.compose import compose, resolve  # noqa: E402
 from evalframe.data.rows import Row, load_rows  # noqa: E402
 from tests import scripted  # noqa: E402
-from tests.conversation_oracle import PER_TURN, Oracle  # noqa: E402
+from tests.conversation_oracle import JUDGES, PER_TURN, Oracle  # noqa: E402
 
-JUDGES = (
-    "knowledge_retention",
-    "role_adherence",
-    "conversation_completeness",
-    "turn_relevancy",
-    "goal_accuracy",
-    "conversation_guidelines",
-)
 FORMULAS = {  # name -> overrides of every judge that takes them (goal_accuracy is a choice: none)
     "default": {},
     "deepeval": {"compat": "deepeval"},

@@ -34,6 +34,15 @@ JUDGE_OF = {
     "pass": "conversation_guidelines",
 }
 PER_TURN = ("knowledge_retention", "role_adherence", "turn_relevancy")
+# The shipped conversation judges (conf/scorer/), in the README's order.
+JUDGES = (
+    "knowledge_retention",
+    "role_adherence",
+    "conversation_completeness",
+    "turn_relevancy",
+    "goal_accuracy",
+    "conversation_guidelines",
+)
 _LINE = re.compile(r"^\[(\d+)\] (\w+):", re.M)
 
 

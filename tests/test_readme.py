@@ -29,6 +29,7 @@ from evalframe.data.rows import load_rows
 from evalframe.run import pipeline
 from evalframe.sweep import shards
 from tests.conftest import compose, fake_model
+from tests.conversation_oracle import JUDGES
 from tests.scripted import ScriptedModel
 from tests.testserver import FakeLLMServer, constrained_decoder
 
@@ -376,14 +377,7 @@ def _watch(overrides: list[str], workdir: Path, block: Block, line: str) -> None
     )
 
 
-CONVERSATION_JUDGES = {
-    "knowledge_retention",
-    "role_adherence",
-    "conversation_completeness",
-    "turn_relevancy",
-    "goal_accuracy",
-    "conversation_guidelines",
-}
+CONVERSATION_JUDGES = set(JUDGES)
 
 
 def _judges_conversations(overrides: list[str]) -> bool:

@@ -40,7 +40,7 @@ from evalframe.models.calls import StepResult
 from evalframe.models.llm import LLM
 from evalframe.results.nouns import ScoreResult
 from evalframe.scorers.base import Reply, choice, enum_of, in_order, weights_of
-from evalframe.scorers.grounded import Rules, _good, _named, _quote, verdicts_reply
+from evalframe.scorers.grounded import Rules, good_verdicts, named_verdicts, quoted, verdicts_reply
 
 UNITS = ("conversation", "turn", "window")
 AGGREGATES = ("mean", "all")
@@ -175,7 +175,8 @@ class Turns:
         noun = "assistant turns" if len(verdicts) > 1 else "assistant turn"
         head = f"Score {value:.2f} ({_how(self.aggregate, rules)}): {len(verdicts)} {noun}, {counts}."
         labels = [f"turn {n}" for n in numbers]
-        return " ".join([head, *_named(labels, verdicts, self.verdicts, _good(self.verdicts, "higher"))])
+        good = good_verdicts(self.verdicts, "higher")
+        return " ".join([head, *named_verdicts(labels, verdicts, self.verdicts, good)])
 
     async def run(
         self, scope: Scope, render: Render, llm: LLM, conversation: Conversation, rules: Rules
@@ -257,8 +258,9 @@ class Checklist:
         counts = ", ".join(f"{verdicts.count(v)} {v}" for v in self.verdicts if v in verdicts)
         noun = self.kind if len(items) > 1 else self.kind.removesuffix("s")
         head = f"Score {value:.2f} ({_how(self.aggregate, rules)}): {len(items)} {noun}, {counts}."
-        labels = [_quote(i) for i in items]
-        return " ".join([head, *_named(labels, verdicts, self.verdicts, _good(self.verdicts, "higher"))])
+        labels = [quoted(i) for i in items]
+        good = good_verdicts(self.verdicts, "higher")
+        return " ".join([head, *named_verdicts(labels, verdicts, self.verdicts, good)])
 
     async def run(
         self, scope: Scope, render: Render, llm: LLM, conversation: Conversation, rules: Rules

@@ -151,13 +151,13 @@ def _label(verdict: str) -> str:
     return verdict.replace("_", " ").capitalize()
 
 
-def _good(weights: Mapping[str, float], better: str) -> set[str]:
+def good_verdicts(weights: Mapping[str, float], better: str) -> set[str]:
     """The verdicts a reason need not name: the table's best weight, whichever way is better."""
     best = (max if better == "higher" else min)(weights.values())
     return {v for v, w in weights.items() if w == best}
 
 
-def _named(
+def named_verdicts(
     labels: Sequence[str], verdicts: Sequence[str], table: Mapping[str, float], good: set[str]
 ) -> list[str]:
     """A sentence per verdict of `table` that is not a good one, naming the items (by `labels`) given it."""
@@ -169,7 +169,7 @@ def _named(
     return parts
 
 
-def _quote(text: str) -> str:
+def quoted(text: str) -> str:
     text = " ".join(text.split())
     return f"“{text[:_SNIPPET]}…”" if len(text) > _SNIPPET else f"“{text}”"
 
@@ -207,11 +207,12 @@ class Claims:
     def reason(self, statements: list[str], verdicts: list[str], value: float, rules: Rules) -> str:
         """Derived from the same verdicts as the score: the count of each, and the statements of
         every verdict that is not the best one, quoted."""
-        good = _good(self.verdicts, rules.better)
+        good = good_verdicts(self.verdicts, rules.better)
         counts = ", ".join(f"{verdicts.count(v)} {v}" for v in self.verdicts if v in verdicts)
         noun = self.noun if len(verdicts) > 1 else self.noun.removesuffix("s")
         head = f"Score {value:.2f}: {len(verdicts)} {noun} of the {self.of.replace('_', ' ')}, {counts}."
-        return " ".join([head, *_named([_quote(s) for s in statements], verdicts, self.verdicts, good)])
+        labels = [quoted(s) for s in statements]
+        return " ".join([head, *named_verdicts(labels, verdicts, self.verdicts, good)])
 
     async def run(
         self, render: Render, llm: LLM, text: str | None, contexts: list[str], rules: Rules
@@ -269,12 +270,12 @@ class Ranking:
             )
 
     def reason(self, contexts: list[str], verdicts: list[str], value: float, rules: Rules) -> str:
-        good = _good(self.verdicts, rules.better)
+        good = good_verdicts(self.verdicts, rules.better)
         kept = [f"#{i}" for i, v in enumerate(verdicts) if v in good]
         head = f"Score {value:.2f}: {len(kept)} of {len(verdicts)} chunks {'/'.join(sorted(good))}"
         head += f" ({', '.join(kept)})." if kept else "."
-        labels = [f"#{i} {_quote(c)}" for i, c in enumerate(contexts)]
-        return " ".join([head, *_named(labels, verdicts, self.verdicts, good)])
+        labels = [f"#{i} {quoted(c)}" for i, c in enumerate(contexts)]
+        return " ".join([head, *named_verdicts(labels, verdicts, self.verdicts, good)])
 
     async def run(
         self, render: Render, llm: LLM, text: str | None, contexts: list[str], rules: Rules

@@ -23,18 +23,11 @@ from evalframe.run import pipeline
 from evalframe.scorers.conversational import NOTHING, Scope, miscount, verdicts_score
 from evalframe.scorers.grounded import Rules
 from tests.conftest import compose, fake_model, run_cli
+from tests.conversation_oracle import JUDGES
 from tests.fake_judge import fenced
 from tests.scripted import ScriptedModel
 from tests.testserver import FakeLLMServer, FakeRequest, constrained_decoder, echo_schema_responder
 
-JUDGES = [
-    "knowledge_retention",
-    "role_adherence",
-    "conversation_completeness",
-    "turn_relevancy",
-    "goal_accuracy",
-    "conversation_guidelines",
-]
 ROLE = "A friendly receptionist of a dental clinic in Lisbon who only books appointments."
 
 
@@ -155,7 +148,7 @@ def constrained_run(judge: Judge, tmp_path: Path, option: str = "gpt") -> dict[s
     there. Returns the requests per conversation of each judge."""
     judge.responder = constrained_decoder(seed=7)
     judge.reset()
-    cfg = config(judge, tmp_path, JUDGES, "cache.mode=off", "max_unscored_rate=0", option=option)
+    cfg = config(judge, tmp_path, list(JUDGES), "cache.mode=off", "max_unscored_rate=0", option=option)
     result, code = pipeline.evaluate(cfg, tmp_path / "out")
     assert code == 0 and all(result.summaries[j].unscored == 0 for j in JUDGES)
     assert not any(any(m["role"] == "assistant" for m in r.messages) for r in judge.requests)  # no retry
