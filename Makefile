@@ -40,7 +40,7 @@ test: setup system-packages
 	$(PY) -m pytest -q -n 2 --durations=10; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests ran" >&2; exit 1; fi; exit $$rc
 
 # Daily work: the tests that run in process (the scripted judge, no subprocess, browser, PostgreSQL,
-# Ray or local embedding model) in under about 3 s each. `make test` runs these and all the others.
+# Ray or local embedding model) in under about 1.5 s each. `make test` runs these and all the others.
 # Three workers on two cores: many of these tests wait (deadlines, back-offs, a server's latency), and a
 # third worker runs while they do (measured: 153 s on -n 2, 123 s on -n 3, the same CPU time).
 check: setup

@@ -68,6 +68,7 @@ class Counting:
 # --- data, target, results -------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_list_of_dicts_and_a_function(tmp_path: Path) -> None:
     result = evaluate(ROWS, ["exact_match", "token_f1"], target=capital, output_dir=tmp_path / "run")
     assert isinstance(result, Evaluation)
@@ -214,6 +215,7 @@ def test_resume_finishes_a_run_without_redoing_items(tmp_path: Path) -> None:
     assert resumed.mean("exact_match") == 0.75 and len(resumed.results_file.read_text().splitlines()) == 4
 
 
+@pytest.mark.slow
 def test_default_run_directory_is_outputs_date_time_and_never_reused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -129,6 +129,7 @@ def test_a_claim_of_a_dead_process_is_taken_over_at_once(tmp_path: Path) -> None
     assert db.execute("SELECT COUNT(*) FROM pending").fetchone() == (0,)
 
 
+@pytest.mark.slow
 def test_a_claim_older_than_the_patience_is_taken_over(tmp_path: Path) -> None:
     cache = Cache("readwrite", tmp_path)
     db = sqlite3.connect(tmp_path / "replies.sqlite")

@@ -72,6 +72,7 @@ def _bodies(server: FakeLLMServer) -> list[str]:
         ("claude", "anthropic/claude-3-5-haiku-20241022"),  # as a forced tool (LiteLLM has no price for it)
     ],
 )
+@pytest.mark.slow
 def test_a_batched_run_scores_as_normal_calls_do_at_half_price(
     server: FakeLLMServer,
     tmp_path: Path,
@@ -118,6 +119,7 @@ def test_a_batched_run_scores_as_normal_calls_do_at_half_price(
     assert again.means == result.means
 
 
+@pytest.mark.slow
 def test_a_batched_model_without_a_price_costs_unknown_not_half_of_a_guess(
     server: FakeLLMServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -138,6 +140,7 @@ def test_a_batched_model_without_a_price_costs_unknown_not_half_of_a_guess(
 
 
 @pytest.mark.parametrize("option", WIRES)
+@pytest.mark.slow
 def test_an_invalid_or_failed_batch_reply_goes_again_in_the_next_batch(
     server: FakeLLMServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, option: str
 ) -> None:
@@ -173,6 +176,7 @@ def test_an_invalid_or_failed_batch_reply_goes_again_in_the_next_batch(
 
 @pytest.mark.parametrize("broken", ["malformed", "no custom_id", "null"])
 @pytest.mark.parametrize("option", WIRES)
+@pytest.mark.slow
 def test_a_broken_line_of_a_batchs_results_costs_only_its_own_request(
     server: FakeLLMServer,
     tmp_path: Path,
@@ -221,6 +225,7 @@ def test_batch_on_gemini_exits_2_with_one_line_before_any_call(server: FakeLLMSe
 
 
 @pytest.mark.parametrize("option", WIRES)
+@pytest.mark.slow
 def test_an_expired_batch_goes_again_in_the_next_batch(
     server: FakeLLMServer,
     tmp_path: Path,
@@ -246,6 +251,7 @@ def test_an_expired_batch_goes_again_in_the_next_batch(
 
 
 @pytest.mark.parametrize("option", WIRES)
+@pytest.mark.slow
 def test_the_batch_apis_errors_are_retried_or_end_the_run_without_the_key(
     server: FakeLLMServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, option: str
 ) -> None:
@@ -285,6 +291,7 @@ def test_model_max_retries_counts_every_request_to_the_batch_api(
 
 
 @pytest.mark.parametrize("option", WIRES)
+@pytest.mark.slow
 def test_a_batch_whose_status_cannot_be_read_is_asked_again_not_abandoned(
     server: FakeLLMServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, option: str
 ) -> None:
@@ -302,6 +309,7 @@ def test_a_batch_whose_status_cannot_be_read_is_asked_again_not_abandoned(
 
 @pytest.mark.parametrize("why", ["its status unreadable until due", "still pending long after due"])
 @pytest.mark.parametrize("option", WIRES)
+@pytest.mark.slow
 def test_a_batch_given_up_for_good_is_cancelled(
     server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch, option: str, why: str
 ) -> None:

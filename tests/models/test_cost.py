@@ -56,6 +56,7 @@ def _unpriced(server: FakeLLMServer) -> list[str]:
     return [o for o in fake_model(server) if o not in PRICE]
 
 
+@pytest.mark.slow
 def test_a_judge_behind_an_api_base_without_a_price_costs_unknown_everywhere(
     judge_server: FakeLLMServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

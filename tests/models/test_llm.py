@@ -36,6 +36,7 @@ def ask(server: FakeLLMServer, **extra: Any) -> StepResult:
 
 
 @pytest.mark.usefixtures("quick_retries")
+@pytest.mark.slow
 def test_transient_faults_on_a_fifth_of_calls_still_score_every_item(tmp_path: Path) -> None:
     with FakeLLMServer(responder=judge, error_rate=0.2, error_statuses=(429, 500, 503), seed=7) as flaky:
         config = compose(
@@ -94,6 +95,7 @@ def test_json_in_a_markdown_fence_is_accepted() -> None:
 
 
 @pytest.mark.usefixtures("quick_retries")
+@pytest.mark.slow
 def test_a_step_sends_at_most_one_plus_its_transport_and_reply_retries() -> None:
     """Transport retries (max_retries) and invalid-reply retries (reply_retries) add up, never multiply:
     a judge that fails three times then answers out of shape, over and over, gets 1 + 3 + 2 requests
@@ -149,6 +151,7 @@ def test_a_reply_without_choices_is_an_invalid_reply_asked_again(tmp_path: Path)
     assert error is not None and "malformed reply: no choices[0].message after 3 attempt(s)" in error
 
 
+@pytest.mark.slow
 def test_the_timeout_is_a_deadline_for_the_whole_reply() -> None:
     """Issue 14.10: model.timeout bounded each read, so a judge trickling its reply a byte at a time
     kept a request busy for minutes. Here every byte comes within the timeout, the whole reply does

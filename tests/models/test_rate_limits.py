@@ -177,6 +177,7 @@ def test_budgets_are_checked_and_shared_by_a_sweeps_parallel_jobs(monkeypatch: p
 
 
 # ------------------------------------------------------------------ the model door, over HTTP
+@pytest.mark.slow
 def test_429s_do_not_use_up_the_retries_and_are_counted() -> None:
     # Two: each waits at least the backoff (0.5 s, 1 s), well within the 10 s deadline
     replies: Iterator[Fault | dict[str, Any]] = iter([*[refused(10)] * 2, {"units": ["A"]}])
@@ -253,6 +254,7 @@ def test_429s_without_headers_cut_the_limit_and_every_item_is_still_scored(tmp_p
     assert [m.step for m in history] == sorted(m.step for m in history) and history[0].step == 0
 
 
+@pytest.mark.slow
 def test_a_rate_limited_server_loses_no_item(tmp_path: Path) -> None:
     """The issue's case, scaled down: a judge allowing 20 requests per half second, concurrency 16.
     Every item is scored, no request comes back before its Retry-After, and the provider's
@@ -267,6 +269,7 @@ def test_a_rate_limited_server_loses_no_item(tmp_path: Path) -> None:
     assert result.stats.rate_limited == refused
 
 
+@pytest.mark.slow
 def test_a_rate_limited_anthropic_server_loses_no_item(tmp_path: Path) -> None:
     """The same on Anthropic's wire (model=claude): its anthropic-ratelimit-* headers, whose resets
     are times to the second, keep the 429s few, and a 429's Retry-After is waited out."""
@@ -318,6 +321,7 @@ HOSTILE_WAITS = {
 
 
 @pytest.mark.parametrize("headers", HOSTILE_WAITS.values(), ids=list(HOSTILE_WAITS))
+@pytest.mark.slow
 def test_no_wait_a_judge_asks_for_holds_a_request_past_its_deadline(
     tmp_path: Path, headers: dict[str, str]
 ) -> None:
@@ -401,6 +405,7 @@ NONSENSE_WAITS = {
 
 
 @pytest.mark.parametrize("headers", NONSENSE_WAITS.values(), ids=list(NONSENSE_WAITS))
+@pytest.mark.slow
 def test_a_wait_of_nothing_is_the_backoff_never_less(headers: dict[str, str]) -> None:
     """A judge answering 429 for ever, saying to come back at once (or a millisecond, or before now):
     the request backs off as for a 429 naming no wait (0.5 s, then 1 s...), so its 2 s deadline

@@ -121,6 +121,7 @@ def sizes(folder: Path) -> tuple[int, dict[str, int]]:
     return sum(len(f) for f in files), found
 
 
+@pytest.mark.slow
 def test_a_5_mb_valid_reply_is_stored_once_in_the_run_directory_mlflow_and_the_cache(
     judge_server: FakeLLMServer, tmp_path: Path, key: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -91,6 +91,7 @@ def test_a_stall_past_the_timeout_is_a_timeout(scripted: ScriptedModel) -> None:
 
 
 @pytest.mark.usefixtures("quick_retries")
+@pytest.mark.slow
 def test_the_door_retries_timeouts_rate_limits_and_server_errors(scripted: ScriptedModel) -> None:
     faults = [Fault(status=200, delay=30), Fault(status=429, retry_after=0.3)]
     asked: list[float] = []

@@ -191,6 +191,7 @@ def test_a_sweep_without_finished_jobs_writes_nothing(tmp_path: Path) -> None:
     assert not (tmp_path / "sweep.html").exists()
 
 
+@pytest.mark.slow
 def test_log_run_logs_the_report_and_one_trace_per_item_with_assessments(tmp_path: Path) -> None:
     from mlflow.tracking import MlflowClient
 

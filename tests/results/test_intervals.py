@@ -54,6 +54,7 @@ def test_paired_differences_with_known_answers() -> None:
     assert paired([math.nan], [0.5]).n == 0 and math.isnan(paired([math.nan], [0.5]).mean)
 
 
+@pytest.mark.slow
 def test_the_batched_permutation_test_gives_the_unbatched_p_value() -> None:
     # Permutations drawn a few at a time (as on 20,000 items, where all at once took 14 GB) give the
     # same p-value as all at once, for the same seed: the batch changes memory, never the result.
@@ -105,6 +106,7 @@ def test_the_summary_shows_each_interval_and_says_when_there_is_none() -> None:
     assert "none: 1 item" in Summary.of(one).text() and "s/mean_ci_low" not in one.metrics()
 
 
+@pytest.mark.slow
 def test_the_python_api_gives_intervals(tmp_path: Path) -> None:
     rows = [{"id": str(i), "input": f"q{i}", "ground_truth": "Paris", "output": "Paris"} for i in range(9)]
     rows += [{"id": "x", "input": "qx", "ground_truth": "Paris", "output": "Rome"}]

@@ -29,6 +29,7 @@ def run_dirs(tmp_path: Path) -> list[Path]:
     return sorted(p.parent for p in tmp_path.glob("outputs/*/*/results.jsonl"))
 
 
+@pytest.mark.slow
 def test_an_earlier_runs_outputs_judged_again_pair_with_it_in_compare(
     scripted: ScriptedModel, tmp_path: Path
 ) -> None:
@@ -143,6 +144,7 @@ def test_items_the_earlier_target_failed_on_are_left_out_saying_so(tmp_path: Pat
     assert journal(dir_b)["fr"]["output"] == "Paris"
 
 
+@pytest.mark.slow
 def test_human_scores_on_another_scale_need_that_scale(tmp_path: Path) -> None:
     first = run_cli(["dataset=sas_squad", "scorer=token_f1", "tracking=none", "dataset.limit=8"], tmp_path)
     assert first.returncode == 0, first.stderr

@@ -113,6 +113,7 @@ def test_the_verdict_count_error_is_given_back_to_the_model(scripted: ScriptedMo
 
 
 @pytest.mark.usefixtures("quick_retries")
+@pytest.mark.slow
 def test_429_500_503_and_timeouts_on_a_fifth_of_calls(scripted: ScriptedModel, tmp_path: Path) -> None:
     import random
 
@@ -455,6 +456,7 @@ def test_gate_exit_codes(
     assert ("gate: passed" if code == 0 else "gate: FAILED (exit code 1)") in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_the_gate_verdict_is_recorded_in_run_json_report_and_mlflow(
     scripted: ScriptedModel, tmp_path: Path
 ) -> None:

@@ -106,6 +106,7 @@ def _journal(out: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in lines]
 
 
+@pytest.mark.slow
 def test_small_windows_give_the_results_of_one_window(scripted: ScriptedModel, tmp_path: Path) -> None:
     whole = _evaluate(scripted, tmp_path / "whole", "window=1000")
     calls = scripted.count()
@@ -248,6 +249,7 @@ def test_a_slow_item_does_not_hold_back_the_next_rows(
     assert order.index("r5") >= 20, order  # the other rows flowed past the stalled one
 
 
+@pytest.mark.slow
 def test_a_stalled_first_request_holds_the_others_back_only_a_few_seconds(
     scripted: ScriptedModel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

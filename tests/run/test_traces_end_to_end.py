@@ -61,6 +61,7 @@ def test_one_verdict_per_scorer_on_each_ok_trace_none_on_errors_and_none_twice(
     assert verdicts(traced_store) == judged  # no second feedback
 
 
+@pytest.mark.slow
 def test_a_tag_filter_judges_exactly_the_tagged_traces(
     traced_store: Seeded, scripted: ScriptedModel, tmp_path: Path
 ) -> None:

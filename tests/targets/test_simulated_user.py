@@ -10,6 +10,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests import scripted as scripted_model
 from tests.conftest import fake_model, run_cli
 from tests.fake_judge import judge
@@ -62,6 +64,7 @@ def said(item: dict[str, Any]) -> list[tuple[str, str]]:
     return [(m["role"], m["content"]) for m in item["target_step"]["reply"]["messages"]]
 
 
+@pytest.mark.slow
 def test_a_simulated_user_stops_at_its_scenarios_end_or_max_turns_and_is_stored(
     scripted: ScriptedModel, tmp_path: Path
 ) -> None:

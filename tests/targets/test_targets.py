@@ -84,6 +84,7 @@ def test_http_body_template_nested_output_path_and_bearer_token(
 
 
 @pytest.mark.usefixtures("quick_retries")
+@pytest.mark.slow
 def test_rate_limits_and_server_errors_are_retried(tmp_path: Path, service: Service) -> None:
     seen: dict[str, int] = {}
 
@@ -102,6 +103,7 @@ def test_rate_limits_and_server_errors_are_retried(tmp_path: Path, service: Serv
 
 
 @pytest.mark.parametrize(("headers", "wait"), [({"Retry-After": "1"}, 1.0), ({}, 0.5)])
+@pytest.mark.slow
 def test_a_429_cools_the_service_down_without_using_the_retries(
     tmp_path: Path, service: Service, headers: dict[str, str], wait: float
 ) -> None:
@@ -125,6 +127,7 @@ def test_a_429_cools_the_service_down_without_using_the_retries(
     assert result.result.stats.rate_limited == 1 and result.result.stats.limits["target"].waited > 0
 
 
+@pytest.mark.slow
 def test_a_service_asking_to_wait_31_years_costs_each_row_its_deadline(
     tmp_path: Path, service: Service
 ) -> None:

@@ -85,6 +85,7 @@ def test_faithfulness_judges_a_traced_function_on_its_own_retrieval(
     assert sum(1 for i in items.values() if i["target_step"]["reply"]["tool_calls"]) == 3
 
 
+@pytest.mark.slow
 def test_without_from_trace_or_a_trace_nothing_is_read(scripted: ScriptedModel, tmp_path: Path) -> None:
     code, output, items = run(tmp_path, scripted, "tests.traced_app:answer", "target.from_trace=null")
     assert code == 4, output  # every item unscored: the function handed over no contexts

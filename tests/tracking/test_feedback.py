@@ -200,6 +200,7 @@ def config(uri: str) -> dict[str, Any]:
     return {"scorers": scorers, "tracking": {"uri": uri, "enabled": True}}
 
 
+@pytest.mark.slow
 def test_written_verdicts_read_back_from_mlflow(store: tuple[str, list[Any]], tmp_path: Path) -> None:
     uri, rows = store
     scores = {

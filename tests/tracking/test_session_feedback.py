@@ -163,6 +163,7 @@ def evalframes(chats: Chats) -> dict[str, list[Any]]:
     return found
 
 
+@pytest.mark.slow
 def test_written_onto_the_sessions_traces_once(chat_store: Chats, tmp_path: Path) -> None:
     config = {
         "scorers": {"retention": {"model": {"name": "scripted/judge"}}},

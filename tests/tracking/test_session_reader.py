@@ -18,6 +18,8 @@ from evalframe.errors import ConfigError
 from tests.conftest import compose
 from tests.traced_chat import CHATS, OUTCOMES, Chats, _seeded_chats, chat, chat_store, jsonl, rows
 
+pytestmark = pytest.mark.slow  # whole runs logged to MLflow, several per test: make test runs them
+
 __all__ = ["_seeded_chats", "chat_store"]  # fixtures, used by name
 
 

@@ -163,6 +163,7 @@ def test_the_reader_pages_and_every_page_gives_the_same_rows(
     assert asked == [4, 4]  # a limit stops asking once it is reached
 
 
+@pytest.mark.slow
 def test_a_second_read_gives_the_same_traces_while_the_app_goes_on(traced_store: Seeded) -> None:
     import mlflow
 
@@ -176,6 +177,7 @@ def test_a_second_read_gives_the_same_traces_while_the_app_goes_on(traced_store:
     assert len(traced_store.rows()) == len(first) + 1  # a new read sees it
 
 
+@pytest.mark.slow
 def test_samples_nest_and_a_salt_keeps_its_sample(traced_store: Seeded) -> None:
     quarter = [
         r.id
