@@ -39,9 +39,15 @@ def free_port() -> int:
 
 
 @contextmanager
-def judge_server(latency: float, batch_delay: float = 0.0, extra: Sequence[str] = ()) -> Iterator[str]:
-    """The fake judge (tests/fake_judge.py) in a subprocess, with the test server's `extra` options
-    (e.g. --rate-limit 40/1); yields its base URL."""
+def judge_server(
+    latency: float,
+    batch_delay: float = 0.0,
+    extra: Sequence[str] = (),
+    responder: str | None = "tests.fake_judge:judge",
+) -> Iterator[str]:
+    """The fake judge (tests/fake_judge.py; `responder=None`: the server's own, e.g. `--constrained`
+    among `extra`) in a subprocess, with the test server's `extra` options (e.g. --rate-limit 40/1);
+    yields its base URL."""
     port = free_port()
     proc = subprocess.Popen(
         [
@@ -52,8 +58,7 @@ def judge_server(latency: float, batch_delay: float = 0.0, extra: Sequence[str] 
             str(port),
             "--latency",
             str(latency),
-            "--responder",
-            "tests.fake_judge:judge",
+            *(("--responder", responder) if responder else ()),
             "--batch-delay",
             str(batch_delay),
             *extra,

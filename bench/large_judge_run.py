@@ -27,39 +27,15 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from memory import dataset
 
-from bench import free_port
+from bench import judge_server
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@contextmanager
-def judge_server(latency: float) -> Iterator[str]:
-    """The fake judge as a constrained decoder (every reply a random valid instance of the request's
-    schema, seeded) in its own process; yields its base URL."""
-    port = free_port()
-    command = [sys.executable, "-m", "tests.testserver", "--port", str(port), "--constrained"]
-    proc = subprocess.Popen(
-        [*command, "--seed", "7", "--latency", str(latency)],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        proc.stdout.readline()  # "fake LLM server at ..." once it listens
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        proc.wait()
 
 
 def measure(code: Path, data: Path, work: Path, base: str, extra: list[str]) -> tuple[float, float, int]:
@@ -92,7 +68,8 @@ def main() -> None:
     parser.add_argument("extra", nargs="*", help="more overrides, e.g. window=500")
     args = parser.parse_args()
     print(f"{'rows':>8} {'wall s':>8} {'rows/s':>7} {'peak RSS MiB':>13} exit   code: {args.code}")
-    with judge_server(args.latency) as base:
+    # the constrained decoder: every reply a random valid instance of the request's schema, seeded
+    with judge_server(args.latency, extra=["--constrained", "--seed", "7"], responder=None) as base:
         for rows in args.rows:
             with tempfile.TemporaryDirectory(prefix="evalframe-large-") as tmp:
                 work = Path(tmp)
