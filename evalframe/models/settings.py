@@ -72,12 +72,14 @@ class ModelSettings:
             return "no-key"
         return key or None
 
-    def check_credentials(self, key: str = "model") -> None:
+    def check_credentials(self, key: str = "model", pick: str | None = None) -> None:
         """Fail before any work if the key is missing, naming the variable and the alternatives.
 
-        `key` is where this model sits in the config: `model` (the judge) or `target.model`.
+        `key` is where this model sits in the config: `model` (the judge) or `target.model`; `pick`
+        how another preset is chosen there (`model=`, `model@target.model=`, or `KEY=` for a key
+        that names a preset, like target.simulate.user_model).
         """
-        pick = "model=" if key == "model" else f"model@{key}="
+        pick = pick or ("model=" if key == "model" else f"model@{key}=")
         if self.batch and lib().get_llm_provider(self.name)[1] not in ("openai", "anthropic"):
             # evalframe.batch drives OpenAI's Batch API and Anthropic's Message Batches; Gemini (AI
             # Studio) and Ollama have no batch API that LiteLLM drives.

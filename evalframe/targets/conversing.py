@@ -59,7 +59,8 @@ class Conversing(Target):
         """Before any call: every row of a simulation has its scenario, and the user model its key."""
         if self.simulation is None:
             return
-        self.simulation.user_model.check_credentials("target.simulate.user_model")
+        key = "target.simulate.user_model"
+        self.simulation.user_model.check_credentials(key, pick=f"{key}=")  # a preset's name, no group
         data.require(rows, source, "scenario", "target.simulate needs (what the simulated user is after)")
 
     def identity(self) -> str:

@@ -162,8 +162,12 @@ def test_bad_settings_and_rows_are_named_before_any_call(scripted: ScriptedModel
     )
     typo = simulate(tmp_path, scripted, "+target.simulate.max_turn=2")
     assert typo.returncode == 2 and "target.simulate.max_turn is not a setting" in typo.stderr
+    # a preset with no key: the way out it names is one that parses (a preset's name, not a group)
+    keyless = simulate(tmp_path, scripted, "target.simulate.user_model=gpt")
+    assert keyless.returncode == 2 and "OPENAI_API_KEY is not set" in keyless.stderr
+    assert "target.simulate.user_model=claude (ANTHROPIC_API_KEY)" in keyless.stderr
     assert scripted.count() == 0 and bot_calls == []
-    assert all("Traceback" not in r.stderr for r in (zero, lost, typo))
+    assert all("Traceback" not in r.stderr for r in (zero, lost, typo, keyless))
 
 
 def test_a_user_model_or_bot_failing_mid_conversation_leaves_the_item_unscored(
