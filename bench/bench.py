@@ -3,6 +3,7 @@
     python bench/bench.py            # everything (about fifteen minutes on 2 cores)
     python bench/bench.py --items 100 --skip embeddings
     python bench/bench.py --only start process batch --before /tmp/old-checkout   # side by side
+    python bench/bench.py --only cpu --before /tmp/old-checkout   # client CPU per judge call, 3 runs each
 
 A fake OpenAI-compatible judge runs in its own process (so it does not share our GIL) with a fixed
 latency per request. Figures, not pass/fail: the tests assert call counts, never seconds.
@@ -14,6 +15,7 @@ import argparse
 import asyncio
 import json
 import os
+import resource
 import socket
 import statistics
 import subprocess
@@ -221,6 +223,83 @@ def bench_process(codes: dict[str, Path], work: Path, items: int, latency: float
                     f"(target <= {1.05 if concurrency == 8 else 1.10}); last item to exit {tail:.2f} s "
                     "(report target <= 0.2)"
                 )
+
+
+# The child of (k): `python -m evalframe ARGS` with the process CPU spent while the run's event loop runs
+# (time.process_time() around uvloop.run / asyncio.run, which only flow.run_async calls) written to the
+# file named by BENCH_LOOP_CPU, at exit. Patching the event loop's entry leaves evalframe's own imports as they are.
+CPU_CHILD = """
+import asyncio, atexit, os, runpy, time
+spent = []
+def timed(real):
+    def run(*args, **kwargs):
+        started = time.process_time()
+        try:
+            return real(*args, **kwargs)
+        finally:
+            spent.append(time.process_time() - started)
+    return run
+try:
+    import uvloop
+    uvloop.run = timed(uvloop.run)
+except ImportError:
+    pass
+asyncio.run = timed(asyncio.run)
+def write():  # at exit: evalframe's entry() runs the atexit handlers, then os._exit
+    with open(os.environ["BENCH_LOOP_CPU"], "w") as f:
+        f.write(repr(sum(spent)))
+atexit.register(write)
+runpy.run_module("evalframe", run_name="__main__", alter_sys=True)
+"""
+
+
+def bench_cpu(codes: dict[str, Path], work: Path, items: int, latency: float, repeat: int = 3) -> None:
+    """(k) Client CPU per judge call: the process's user+sys CPU seconds (getrusage of the child) and the
+    CPU inside the evaluation loop, each divided by the calls the judge served; the 500-row, 32-in-flight
+    run of (h), each checkout `repeat` times, alternating. Reference, same judge: RAGAS 4.6 ms per call
+    (3.5 ms inside its loop)."""
+    data = synthetic_dataset(work / "cpu.jsonl", items)
+    figures: dict[str, list[tuple[float, float]]] = {name: [] for name in codes}
+    with judge_server(latency) as base:
+        for i in range(repeat):
+            for name, code in codes.items():
+                cwd = work / f"cpu-{name}-{i}"
+                cwd.mkdir()
+                loop_file = cwd / "loop-cpu"
+                env = {**os.environ, "PYTHONPATH": str(code), "BENCH_LOOP_CPU": str(loop_file)}
+                before, used = requests_served(base), resource.getrusage(resource.RUSAGE_CHILDREN)
+                subprocess.run(
+                    [sys.executable, "-c", CPU_CHILD, *judge_args(base, data, 32)],
+                    cwd=cwd,
+                    env=env,
+                    check=True,
+                    capture_output=True,
+                )
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                calls = requests_served(base) - before
+                whole = (after.ru_utime - used.ru_utime) + (after.ru_stime - used.ru_stime)
+                loop = float(loop_file.read_text())
+                figures[name].append((whole / calls * 1000, loop / calls * 1000))
+                print(
+                    f"(k) client CPU per judge call [{name}, run {i + 1}]: {whole / calls * 1000:.2f} ms "
+                    f"whole process, {loop / calls * 1000:.2f} ms inside the evaluation loop "
+                    f"({whole:.2f} s, {loop:.2f} s for {calls} calls)"
+                )
+    medians = {
+        name: (statistics.median(w for w, _ in runs), statistics.median(lo for _, lo in runs))
+        for name, runs in figures.items()
+    }
+    for name, (whole_ms, loop_ms) in medians.items():
+        print(
+            f"(k) client CPU per judge call [{name}]: median {whole_ms:.2f} ms whole process "
+            f"(target <= 4.6), {loop_ms:.2f} ms inside the loop (target <= 3.5), of {repeat} runs"
+        )
+    if "before" in medians:
+        (this_whole, this_loop), (whole, loop) = medians["this"], medians["before"]
+        print(
+            f"(k) this / before: {this_whole / whole:.3f} whole process, "
+            f"{this_loop / loop:.3f} inside the loop"
+        )
 
 
 def bench_batch(work: Path, items: int) -> None:
@@ -471,10 +550,11 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.2)
     parser.add_argument("--concurrency", type=int, default=32)
     parts = ["start", "process", "batch", "throughput", "cache", "sweep", "logging", "help"]
-    parts += ["embeddings", "embedrun"]
+    parts += ["embeddings", "embedrun", "cpu"]
     parser.add_argument("--skip", nargs="*", default=[], choices=parts)
     parser.add_argument("--only", nargs="*", default=parts, choices=parts)
     parser.add_argument("--batch-items", type=int, default=200)
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each checkout in (k)")
     parser.add_argument(
         "--before", type=Path, help="another checkout (the branch point) to time side by side in (g), (h)"
     )
@@ -491,6 +571,8 @@ def main() -> None:
             bench_process(codes, work, args.items, args.latency)
         if "batch" in run:
             bench_batch(work, args.batch_items)
+        if "cpu" in run:
+            bench_cpu(codes, work, args.items, args.latency, args.repeat)
         with judge_server(args.latency) as base:
             if "throughput" in run:
                 bench_throughput(base, work, args.items, args.latency, args.concurrency)
