@@ -227,7 +227,8 @@ def bench_process(codes: dict[str, Path], work: Path, items: int, latency: float
 
 # The child of (k): `python -m evalframe ARGS` with the process CPU spent while the run's event loop runs
 # (time.process_time() around uvloop.run / asyncio.run, which only flow.run_async calls) written to the
-# file named by BENCH_LOOP_CPU, at exit. Patching the event loop's entry leaves evalframe's own imports as they are.
+# file named by BENCH_LOOP_CPU at exit. Patching the event loop's entry leaves evalframe's imports as
+# they are.
 CPU_CHILD = """
 import asyncio, atexit, os, runpy, time
 spent = []

@@ -60,6 +60,7 @@ class FakeRequest:
     body: dict
     headers: dict[str, str]  # keys lower-cased
     arrived: float = field(default_factory=time.monotonic)  # when it reached the server
+    raw: bytes = b""  # the body as it came on the wire, byte for byte
 
 
 @dataclass
@@ -638,6 +639,7 @@ class FakeLLMServer(RequestLog):
         req = _parse(path, body, {k.lower(): v for k, v in h.headers.items()})
         if req is None:
             return h.send(404, _error_body("openai", 404, f"unknown path {path}"))
+        req.raw = raw
         if body.get("stream") and req.protocol != "ollama":  # one JSON line is a valid ollama stream
             return h.send(400, _error_body(req.protocol, 400, "FakeLLMServer does not stream"))
         if self.rate_limit is not None:
