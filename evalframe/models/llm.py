@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from evalframe.models import direct
 from evalframe.models.cache import Cache
 from evalframe.models.calls import Message, Stats, StepResult, Usage
 from evalframe.models.embed import Embedder
@@ -109,12 +110,23 @@ class LLM:
             response = await self.batcher(messages, **kwargs)
             cost = response._hidden_params["response_cost"]  # at the batch price (Pricing.batched)
         else:
-            litellm = lib()
-            call = lambda: litellm.acompletion(messages=messages, **self.settings.call_kwargs(), **kwargs)  # noqa: E731
+            call = self._call(messages, kwargs)
             response = await self.transport.request(call, budget, step, self._estimate(messages))
             cost = self.transport.pricing.of(response)
         self._account(step, response, cost)
         return response
+
+    def _call(self, messages: list[Message], kwargs: dict[str, Any]) -> Callable[[], Awaitable[Any]]:
+        """The request, on the wire when called: an OpenAI-compatible server's on LiteLLM's lower-level
+        path (direct.py), any other through litellm.acompletion."""
+        if self._direct is not None:
+            return functools.partial(self._direct.complete, messages, **kwargs)
+        litellm = lib()
+        return lambda: litellm.acompletion(messages=messages, **self.settings.call_kwargs(), **kwargs)
+
+    @functools.cached_property
+    def _direct(self) -> direct.Direct | None:  # on the first call made: a cached run never imports litellm
+        return direct.Direct(self.settings) if direct.usable(self.settings) else None
 
     def _estimate(self, messages: list[Message]) -> int:
         """A request's tokens before it is sent (prompt plus max_tokens), when model.tpm needs it."""
