@@ -125,22 +125,23 @@ def _client(litellm: Any) -> Any:
 
 
 def _status_error(litellm: Any, reply: Any) -> Exception:
-    """A non-2xx reply as LiteLLM's OpenAI handler reports the SDK's error: its message the SDK's
-    ("Error code: 429 - {...}"), the body's `error` object, the reply's headers."""
+    """A non-2xx reply as LiteLLM's OpenAI handler reports the SDK's error (the SDK's
+    _make_status_error_from_response): its message, the body's `error` object (or its text), the
+    reply's headers."""
     from litellm.llms.openai.common_utils import OpenAIError
 
+    text = reply.text.strip()
     try:
-        parsed: Any = reply.json()
+        parsed: Any = json.loads(text)
+        message = f"Error code: {reply.status_code} - {parsed}"
     except ValueError:
-        parsed = None
-    error = parsed.get("error", parsed) if isinstance(parsed, dict) else parsed
-    shown = parsed if parsed is not None else reply.text
+        parsed, message = text, text or f"Error code: {reply.status_code}"
     return OpenAIError(
         status_code=reply.status_code,
-        message=f"Error code: {reply.status_code} - {shown}",
+        message=message,
         headers=reply.headers,
         response=reply,
-        body=error if isinstance(error, dict) else None,
+        body=parsed.get("error", parsed) if isinstance(parsed, dict) else parsed,
     )
 
 
@@ -179,5 +180,9 @@ def _response(litellm: Any, reply: Any) -> Any:
         hidden_params={"headers": headers},
         _response_headers=headers,
     )
-    response._hidden_params["additional_headers"] = process_response_headers(reply.headers)
+    # as LiteLLM's response metadata leaves them (response_metadata.py), which the rate limits read
+    hidden = response._hidden_params
+    hidden["additional_headers"] = process_response_headers(
+        hidden.get("additional_headers") or {}, preserve_litellm_internal_headers=True
+    )
     return response
