@@ -13,8 +13,10 @@ and the call is a transform, a POST and a parse.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
+import time
 from typing import Any
 
 from evalframe.models.calls import Message
@@ -76,6 +78,7 @@ class Direct:
         # by the id of the reply format (llm.response_format() gives one object per reply type), the
         # format kept with them: an id is only unique while its object lives
         self._params: dict[int, tuple[Any, dict[str, Any]]] = {}
+        self._pooled: tuple[asyncio.AbstractEventLoop, float, Any] | None = None  # loop, renewal, client
 
     def _optional(self, fmt: dict[str, Any] | None) -> dict[str, Any]:
         """LiteLLM's mapping of the call's parameters for this model, once per reply format."""
@@ -95,6 +98,17 @@ class Direct:
         self._params[id(fmt)] = (fmt, params)
         return dict(params)
 
+    def _client(self) -> Any:
+        """LiteLLM's pooled async HTTP client for OpenAI, as its client cache holds it for this event
+        loop: looked up again once a minute (the cache renews its clients), else kept."""
+        loop, now, pooled = asyncio.get_running_loop(), time.monotonic(), self._pooled
+        if pooled is None or pooled[0] is not loop or now > pooled[1] or pooled[2].is_closed:
+            from litellm.llms.custom_httpx.http_handler import get_async_httpx_client
+
+            handler = get_async_httpx_client(llm_provider=lib().LlmProviders.OPENAI)
+            pooled = self._pooled = (loop, now + 60.0, handler.client)
+        return pooled[2]
+
     async def complete(self, messages: list[Message], response_format: dict[str, Any] | None = None) -> Any:
         """One chat completion: a ModelResponse, or the LiteLLM exception acompletion would raise."""
         litellm = lib()
@@ -106,7 +120,7 @@ class Direct:
             headers={},
         )
         content = body(data)
-        client = _client(litellm)
+        client = self._client()
         try:
             timeout = self.settings.timeout
             reply = await client.post(self.url, content=content, headers=self.headers, timeout=timeout)
@@ -115,13 +129,6 @@ class Direct:
         if reply.status_code >= 300:
             raise _mapped(litellm, self.settings.name, _status_error(litellm, reply))
         return _response(litellm, reply)
-
-
-def _client(litellm: Any) -> Any:
-    """LiteLLM's pooled async HTTP client for OpenAI (one per event loop, kept in its client cache)."""
-    from litellm.llms.custom_httpx.http_handler import get_async_httpx_client
-
-    return get_async_httpx_client(llm_provider=litellm.LlmProviders.OPENAI).client
 
 
 def _status_error(litellm: Any, reply: Any) -> Exception:

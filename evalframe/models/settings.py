@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from evalframe.errors import ConfigError
@@ -35,8 +35,14 @@ class ModelSettings:
     input_cost_per_token: float | None = None  # USD: the model's price as the user knows it (both null:
     output_cost_per_token: float | None = None  # LiteLLM's price, when it has one; see pricing.py)
 
-    def __hash__(self) -> int:  # `extra` is a dict; settings key the per-model client cache
-        return hash(json.dumps(asdict(self), sort_keys=True, default=str))
+    def __hash__(self) -> int:  # `extra` is a dict; settings key the per-model client cache (per call:
+        # the fields as they are, only `extra` serialised)
+        return hash(
+            tuple(
+                json.dumps(v, sort_keys=True, default=str) if isinstance(v, Mapping) else v
+                for v in (getattr(self, name) for name in self.__dataclass_fields__)
+            )
+        )
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any], key: str = "model") -> ModelSettings:
