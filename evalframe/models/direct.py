@@ -128,7 +128,15 @@ class Direct:
             raise _mapped(litellm, self.settings.name, _no_reply(e)) from None
         if reply.status_code >= 300:
             raise _mapped(litellm, self.settings.name, _status_error(litellm, reply))
-        return _response(litellm, reply)
+        try:
+            return _response(litellm, reply)
+        except Exception as e:  # a 2xx that is no chat completion: as LiteLLM's OpenAI handler says it
+            from litellm.llms.openai.common_utils import OpenAIError
+
+            said = OpenAIError(
+                getattr(e, "status_code", 500), getattr(e, "message", str(e)), headers=reply.headers
+            )
+            raise _mapped(litellm, self.settings.name, said) from None
 
 
 def _status_error(litellm: Any, reply: Any) -> Exception:
