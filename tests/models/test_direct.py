@@ -23,7 +23,7 @@ MESSAGES = [{"role": "user", "content": "<TEXT-00000000>\nA. B.\n</TEXT-00000000
 
 
 def settings(base: str, **extra: Any) -> ModelSettings:
-    return ModelSettings(name="openai/gpt-4o-mini", api_base=base, timeout=5, max_tokens=64, **extra)
+    return ModelSettings(name="openai/gpt-4o-mini", api_base=base, **{"timeout": 5, "max_tokens": 64, **extra})
 
 
 async def both(s: ModelSettings) -> tuple[Any, Any]:
@@ -106,3 +106,9 @@ def test_no_server_is_the_connection_error_acompletion_raises() -> None:
     sdk, ours = asyncio.run(both(settings(base, max_retries=0)))
     assert type(ours) is type(sdk)
     assert isinstance(ours, transport.transient_errors(lib()))
+
+
+def test_a_reply_past_the_timeout_is_the_timeout_acompletion_raises() -> None:
+    with FakeLLMServer(responder=lambda r: Fault(200, delay=1.0, body="{}")) as server:
+        sdk, ours = asyncio.run(both(settings(server.openai_base, timeout=0.3)))
+    assert type(ours) is type(sdk) is lib().Timeout
