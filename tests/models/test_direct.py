@@ -23,7 +23,8 @@ MESSAGES = [{"role": "user", "content": "<TEXT-00000000>\nA. B.\n</TEXT-00000000
 
 
 def settings(base: str, **extra: Any) -> ModelSettings:
-    return ModelSettings(name="openai/gpt-4o-mini", api_base=base, **{"timeout": 5, "max_tokens": 64, **extra})
+    given = {"timeout": 5, "max_tokens": 64, **extra}
+    return ModelSettings(name="openai/gpt-4o-mini", api_base=base, **given)
 
 
 async def both(s: ModelSettings) -> tuple[Any, Any]:
