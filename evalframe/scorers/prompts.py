@@ -44,6 +44,8 @@ def _environment(directory: Path) -> ImmutableSandboxedEnvironment:
         undefined=jinja2.StrictUndefined,
         autoescape=False,
         keep_trailing_newline=False,
+        # A prompt set lives for one run: its files are read once, not stat'ed again at every render.
+        auto_reload=False,
     )
     env.filters["fence"] = fence
     env.globals["transcript"] = transcript
@@ -59,6 +61,7 @@ class PromptSet:
         if not self.directory.is_dir():
             raise PromptError(f"prompt directory {self.directory} does not exist")
         self._env = _environment(self.directory)
+        self._steps: dict[str, bool] = {}  # whether a step's file is there, looked at once per run
 
     def _template(self, name: str) -> jinja2.Template:
         try:
@@ -74,7 +77,9 @@ class PromptSet:
         return "\n".join(f"{p.name}\n{p.read_text(encoding='utf-8', errors='replace')}" for p in files)
 
     def has(self, step: str) -> bool:
-        return (self.directory / f"{step}.j2").is_file()
+        if step not in self._steps:
+            self._steps[step] = (self.directory / f"{step}.j2").is_file()
+        return self._steps[step]
 
     def render(self, step: str, **variables: Any) -> list[Message]:
         """Render a step's messages: system.j2 (if present) then the step's user prompt."""
