@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 
 from evalframe.models import direct, retry, transport
-from evalframe.models.llm import response_format
+from evalframe.models.cache import Cache
+from evalframe.models.calls import Stats
+from evalframe.models.llm import LLM, response_format
 from evalframe.models.loader import lib
 from evalframe.models.settings import ModelSettings
 from evalframe.scorers.answer_similarity import SemanticUnits
@@ -48,6 +50,14 @@ def test_only_an_openai_compatible_server_without_extra_arguments_takes_the_dire
     assert not direct.usable(ModelSettings(name="openai/gpt-4o-mini"))  # OpenAI itself: its org, project...
     assert not direct.usable(settings("http://127.0.0.1:1/v1", extra={"top_p": 0.5}))
     assert not direct.usable(ModelSettings(name="anthropic/claude-sonnet-4-5", api_base="http://127.0.0.1:1"))
+
+
+def test_the_door_sends_an_openai_compatible_servers_calls_on_the_direct_path() -> None:
+    def door(s: ModelSettings) -> Any:
+        return LLM(s, asyncio.Semaphore(1), Cache("off"), Stats())._direct
+
+    assert isinstance(door(settings("http://127.0.0.1:1/v1")), direct.Direct)
+    assert door(ModelSettings(name="anthropic/claude-sonnet-4-5", api_base="http://127.0.0.1:1")) is None
 
 
 def test_a_reply_is_the_one_acompletion_gives() -> None:
