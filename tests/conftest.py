@@ -80,6 +80,54 @@ FIRST = (
 )
 
 
+def _hydra_parses_each_config_file_once() -> None:
+    """Hydra parses every YAML file of conf/ (and its own) anew at each composition: ~40% of the
+    ~0.1 s a composition takes, and the suite composes thousands of times (every run in process, every
+    job of a sweep). In the tests' processes a file is parsed once per version (path, size and mtime)
+    and each composition gets a deep copy, as from a fresh parse: what Hydra then composes is the same.
+    And Hydra composes the whole config once more before each run only to read `hydra.mode`, which
+    neither conf/ nor a test sets (it is None there, and Hydra then picks the mode from -m): skipped
+    unless the command line sets it. The command as a user runs it (a subprocess) does all of this."""
+    import copy
+    import dataclasses
+
+    from hydra._internal.core_plugins.file_config_source import FileConfigSource
+    from hydra._internal.core_plugins.importlib_resources_config_source import ImportlibResourcesConfigSource
+    from hydra._internal.hydra import Hydra
+
+    parsed: dict[tuple[Any, ...], Any] = {}
+
+    def cached(original: Callable[[Any, str], Any]) -> Callable[[Any, str], Any]:
+        def load_config(source: Any, config_path: str) -> Any:
+            version: tuple[Any, ...] = ()
+            if isinstance(source, FileConfigSource):
+                file = Path(source.path) / source._normalize_file_name(config_path)
+                if not file.is_file():
+                    return original(source, config_path)  # Hydra's own "not found"
+                stat = file.stat()
+                version = (stat.st_size, stat.st_mtime_ns)
+            key = (type(source), source.path, config_path, version)
+            if key not in parsed:
+                parsed[key] = original(source, config_path)
+            found = parsed[key]
+            return dataclasses.replace(found, config=copy.deepcopy(found.config), header=dict(found.header))
+
+        return load_config
+
+    for source in (FileConfigSource, ImportlibResourcesConfigSource):
+        source.load_config = cached(source.load_config)  # type: ignore[method-assign,assignment]
+    get_mode = Hydra.get_mode
+
+    def mode_if_set(hydra: Hydra, config_name: str | None, overrides: list[str]) -> Any:
+        given = any(o.lstrip("+~").startswith("hydra.mode=") for o in overrides)
+        return get_mode(hydra, config_name, overrides) if given else None
+
+    Hydra.get_mode = mode_if_set  # type: ignore[method-assign,assignment]
+
+
+_hydra_parses_each_config_file_once()
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     def rank(item: pytest.Item) -> int:
         return next((i for i, name in enumerate(FIRST) if name in item.nodeid), len(FIRST))
