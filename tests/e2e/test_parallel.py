@@ -15,18 +15,20 @@ from pathlib import Path
 import pytest
 
 from evalframe.models.cache import Cache
-from tests.conftest import fake_model, run_process, sweep_runs
+from tests.conftest import fake_model, run_cli, run_process, sweep_runs
 from tests.testserver import FakeLLMServer
 
 SWEEP = ["penalties.missing=0.05,0.3", "penalties.contradiction=0.1,1.0"]
 
 
 def _sweep(server: FakeLLMServer, cwd: Path, cache: Path, *launcher: str) -> subprocess.CompletedProcess[str]:
+    """The sweep, with `launcher` in a process of its own (its workers are processes), else in process."""
     cwd.mkdir()
-    return run_process(
+    return run_cli(
         ["-m", "scorer=answer_similarity", *fake_model(server), "dataset.limit=10", *SWEEP, *launcher],
         cwd=cwd,
         env={"OPENAI_API_KEY": "sk-x", "EVALFRAME_CACHE_DIR": str(cache)},
+        process=bool(launcher),
     )
 
 
