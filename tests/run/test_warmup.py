@@ -1,0 +1,58 @@
+"""The report's heavy imports (matplotlib, scipy.stats) start once the run's first request is out, not
+before it (they would share the interpreter lock with litellm's import and the first request)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from evalframe.models.calls import Stats
+from evalframe.run import warmup
+
+
+@pytest.fixture
+def started(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    calls: list[str] = []
+    monkeypatch.setattr(warmup.html_report, "preload", lambda: calls.append("matplotlib"))
+    monkeypatch.setattr(warmup.intervals, "preload", lambda: calls.append("scipy.stats"))
+    monkeypatch.setattr(warmup, "POLL", 0.001)
+    return calls
+
+
+def test_a_run_without_chat_models_imports_at_once(started: list[str]) -> None:
+    warmup.Warmup(Stats(), asks_models=False)
+    assert started == ["matplotlib", "scipy.stats"]
+
+
+def test_nothing_starts_before_the_first_request_then_once_the_process_waits(started: list[str]) -> None:
+    stats = Stats()
+    warm = warmup.Warmup(stats, asks_models=True)
+    seen: list[list[str]] = []
+
+    async def work() -> str:
+        for _ in range(20):  # twenty looks of the watcher, no request counted
+            await asyncio.sleep(warmup.POLL)
+        seen.append(list(started))
+        stats.calls = 1  # the first request goes out; the loop then waits for its reply
+        while not warm.started:
+            await asyncio.sleep(warmup.POLL)
+        return "done"
+
+    assert asyncio.run(asyncio.wait_for(warm.during(work()), 10)) == "done"
+    assert seen == [[]]
+    assert started == ["matplotlib", "scipy.stats"]  # once, whoever asks again
+    warm.start()
+    assert started == ["matplotlib", "scipy.stats"]
+
+
+def test_an_item_from_the_cache_starts_them_an_item_without_a_model_does_not(started: list[str]) -> None:
+    stats = Stats()
+    warm = warmup.Warmup(stats, asks_models=True)
+    advanced: list[int] = []
+    step = warm.counting(lambda: advanced.append(1))
+    step()  # an unscored item (no output): no model, no cache
+    assert started == [] and advanced == [1]
+    stats.hits = 1
+    step()
+    assert started == ["matplotlib", "scipy.stats"] and advanced == [1, 1]
