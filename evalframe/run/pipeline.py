@@ -117,7 +117,9 @@ def evaluate(
     )
     todo = len(p.rows) - len(done)
     asks = bool(p.target.models()) or any(s.models() for s in p.scorers.values())
-    warm = warmup.Warmup(ctx.stats, asks)  # the report's imports, while the models answer
+    tracking = config.get("tracking") or {}
+    logs = str(tracking.get("uri")) if tracking.get("enabled") else None
+    warm = warmup.Warmup(ctx.stats, asks, logs)  # the report's imports, while the models answer
     try:
         with report.progress(todo * (len(p.scorers) + p.target.reports_progress), ctx.stats) as advance:
             ctx.advance = warm.counting(advance)

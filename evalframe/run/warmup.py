@@ -1,7 +1,7 @@
 """When a run imports what its end needs (matplotlib for report.html's plots, scipy.stats for the
-intervals, about a second of the interpreter's lock between them): on background threads, once the
-run's first model request is on the wire; at once in a run that calls no chat model, and at its first
-item from the cache in a run of cached replies.
+intervals, mlflow to log it: a second or two of the interpreter's lock between them): on background
+threads, once the run's first model request is on the wire; at once in a run that calls no chat
+model, and at its first item from the cache in a run of cached replies.
 
 Not earlier: until the first request is sent, litellm's import, the config, the rows and the request
 itself need every bit of the one interpreter lock (a thread importing beside them only stretches the
@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 from evalframe.models.calls import Stats
 from evalframe.report import html as html_report
 from evalframe.results import intervals
+from evalframe.tracking import store
 
 T = TypeVar("T")
 POLL = 0.01  # seconds between looks at the request count: one wake-up of the loop each
@@ -28,8 +29,9 @@ PATIENCE = 1.0  # seconds after the first request was counted: start anyway
 
 
 class Warmup:
-    def __init__(self, stats: Stats, asks_models: bool):
+    def __init__(self, stats: Stats, asks_models: bool, logs: str | None = None):
         self.stats = stats
+        self.logs = logs  # the MLflow store the run goes to (mlflow's import too); None: none
         self.started = False
         if not asks_models:
             self.start()
@@ -39,6 +41,8 @@ class Warmup:
             self.started = True
             html_report.preload()
             intervals.preload()
+            if self.logs is not None:
+                store.preload(self.logs)
 
     def counting(self, advance: Callable[[], None]) -> Callable[[], None]:
         """`advance` (the progress bar's step, called as each item's work is done), starting the

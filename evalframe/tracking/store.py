@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from evalframe.models import imports
 from evalframe.models.cache import alive
 from evalframe.redaction import REDACTED
 
@@ -23,6 +24,36 @@ LOG_ELSEWHERE = "set tracking.uri=sqlite:///PATH/mlflow.db to a directory you ca
 HOST_TAG, PID_TAG = "evalframe.host", "evalframe.pid"
 # MLflow's switch between writing traces on a background queue (its default) and as each ends.
 ASYNC_TRACES = "MLFLOW_ENABLE_ASYNC_TRACE_LOGGING"
+# The URI schemes of the stores MLflow keeps in a database through SQLAlchemy.
+_DATABASES = ("sqlite", "postgresql", "mysql", "mssql")
+
+
+def preload(uri: str) -> None:
+    """Import mlflow on a background thread while a run waits for its models: the import is most of
+    the time from a logged run's last item to its traces (1-2 s); `imported()` then takes it. For a
+    database store, its SQLAlchemy store and models too (as much again, imported with the first
+    store MLflow opens), their mappers configured (done at the first query otherwise): no database
+    is opened here."""
+
+    def load() -> None:
+        import mlflow
+
+        if uri.split(":", 1)[0].split("+", 1)[0] in _DATABASES:
+            import mlflow.store.tracking.sqlalchemy_store  # noqa: F401
+            from sqlalchemy.orm import configure_mappers
+
+            configure_mappers()
+
+    imports.in_background("mlflow", load)
+
+
+def imported() -> Any:
+    """mlflow, once any background import of it (or of another heavy package) is through: two threads
+    importing it at once could hand one of them a partially initialised module."""
+    with imports.LOCK:
+        import mlflow
+
+    return mlflow
 
 
 def sqlite_path(uri: str) -> Path | None:

@@ -16,6 +16,7 @@ def started(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     calls: list[str] = []
     monkeypatch.setattr(warmup.html_report, "preload", lambda: calls.append("matplotlib"))
     monkeypatch.setattr(warmup.intervals, "preload", lambda: calls.append("scipy.stats"))
+    monkeypatch.setattr(warmup.store, "preload", lambda uri: calls.append(f"mlflow {uri}"))
     monkeypatch.setattr(warmup, "POLL", 0.001)
     return calls
 
@@ -23,6 +24,11 @@ def started(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 def test_a_run_without_chat_models_imports_at_once(started: list[str]) -> None:
     warmup.Warmup(Stats(), asks_models=False)
     assert started == ["matplotlib", "scipy.stats"]
+
+
+def test_a_run_logged_to_mlflow_imports_mlflow_too(started: list[str]) -> None:
+    warmup.Warmup(Stats(), asks_models=False, logs="sqlite:///mlflow.db")
+    assert started == ["matplotlib", "scipy.stats", "mlflow sqlite:///mlflow.db"]
 
 
 def test_nothing_starts_before_the_first_request_then_once_the_process_waits(started: list[str]) -> None:
