@@ -211,7 +211,8 @@ def bench_start(codes: dict[str, Path], work: Path, repeat: int = 3) -> None:
         first, alone = statistics.median(times), statistics.median(imports)
         print(
             f"(g) first model request after process start [{name}]: median {first:.2f} s of {repeat} "
-            f"(min {min(times):.2f}); `import litellm` alone: median {alone:.2f} s (min {min(imports):.2f}); "
+            f"({', '.join(f'{t:.2f}' for t in times)}); `import litellm` alone: median {alone:.2f} s "
+            f"({', '.join(f'{t:.2f}' for t in imports)}); "
             f"first request - import = {first - alone:+.2f} s (target <= +0.30)"
         )
 

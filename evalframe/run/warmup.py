@@ -1,12 +1,15 @@
 """When a run imports what its end needs (matplotlib for report.html's plots, scipy.stats for the
 intervals, mlflow to log it: a second or two of the interpreter's lock between them): on background
-threads, once the run's first model request is on the wire; at once in a run that calls no chat
-model, and at its first item from the cache in a run of cached replies.
+threads, once the run's first model reply is in (or a second after its first request was counted);
+at once in a run that calls no chat model, and at its first item from the cache in a run of cached
+replies.
 
-Not earlier: until the first request is sent, litellm's import, the config, the rows and the request
-itself need every bit of the one interpreter lock (a thread importing beside them only stretches the
-time to the first request). Not at the end: the last item to exit would wait for them. From the first
-request on the run mostly waits for its models (the first request's round trip alone is idle time).
+Not earlier: until the first request is on the wire, litellm's import, the config, the rows and the
+request itself (LiteLLM builds it on a thread of its own) need every bit of the one interpreter lock;
+a thread importing beside them only stretches the time to the first request, and nothing short of
+a reply says the request is out (how busy the process looks does not, on a loaded machine). Not at
+the end: the last item to exit would wait for them. From the first reply on, the run mostly waits
+for its models.
 """
 
 from __future__ import annotations
@@ -23,9 +26,8 @@ from evalframe.results import intervals
 from evalframe.tracking import store
 
 T = TypeVar("T")
-POLL = 0.01  # seconds between looks at the request count: one wake-up of the loop each
-IDLE = 0.5  # of a core: the process is waiting for its models
-PATIENCE = 1.0  # seconds after the first request was counted: start anyway
+POLL = 0.01  # seconds between looks at the run's totals: one wake-up of the loop each
+PATIENCE = 1.0  # seconds after the first request was counted: start anyway (a failed or free reply)
 
 
 class Warmup:
@@ -56,23 +58,20 @@ class Warmup:
         return step
 
     async def during(self, work: Coroutine[Any, Any, T]) -> T:
-        """`work`, with the imports started once it has sent its first request."""
-        watcher = asyncio.ensure_future(self._first_request())
+        """`work`, with the imports started once its first reply is in."""
+        watcher = asyncio.ensure_future(self._first_reply())
         try:
             return await work
         finally:
             watcher.cancel()
 
-    async def _first_request(self) -> None:
-        # A request counted is not yet sent: building the first one (LiteLLM's and the SDK's lazy
-        # imports) takes a while. It is out once the process waits: less than half a core busy over
-        # a poll (or a second on, whatever the process does).
-        cpu, now = time.process_time(), time.perf_counter()
+    async def _first_reply(self) -> None:
         since = math.inf
         while not self.started:
             await asyncio.sleep(POLL)
-            cpu, was_cpu, now, was = time.process_time(), cpu, time.perf_counter(), now
             if self.stats.calls:
-                since = min(since, now)
-                if cpu - was_cpu < IDLE * (now - was) or now - since > PATIENCE:
+                since = min(since, time.perf_counter())
+                # Every reply adds its cost: a price, or NaN and its model among the unpriced.
+                replied = self.stats.cost != 0.0 or bool(self.stats.unpriced)
+                if replied or time.perf_counter() - since > PATIENCE:
                     self.start()

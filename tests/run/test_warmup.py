@@ -4,6 +4,7 @@ before it (they would share the interpreter lock with litellm's import and the f
 from __future__ import annotations
 
 import asyncio
+import math
 
 import pytest
 
@@ -31,24 +32,44 @@ def test_a_run_logged_to_mlflow_imports_mlflow_too(started: list[str]) -> None:
     assert started == ["matplotlib", "scipy.stats", "mlflow sqlite:///mlflow.db"]
 
 
-def test_nothing_starts_before_the_first_request_then_once_the_process_waits(started: list[str]) -> None:
+def test_nothing_starts_before_the_first_reply(started: list[str]) -> None:
     stats = Stats()
     warm = warmup.Warmup(stats, asks_models=True)
     seen: list[list[str]] = []
 
     async def work() -> str:
-        for _ in range(20):  # twenty looks of the watcher, no request counted
+        for _ in range(10):  # ten looks of the watcher: no request yet
             await asyncio.sleep(warmup.POLL)
         seen.append(list(started))
-        stats.calls = 1  # the first request goes out; the loop then waits for its reply
+        stats.calls = 1  # the first request counted: being built, then on the wire
+        for _ in range(10):
+            await asyncio.sleep(warmup.POLL)
+        seen.append(list(started))
+        stats.add_cost(math.nan, "openai/gpt-4o-mini")  # its reply: unpriced
         while not warm.started:
             await asyncio.sleep(warmup.POLL)
         return "done"
 
     assert asyncio.run(asyncio.wait_for(warm.during(work()), 10)) == "done"
-    assert seen == [[]]
+    assert seen == [[], []]
     assert started == ["matplotlib", "scipy.stats"]  # once, whoever asks again
     warm.start()
+    assert started == ["matplotlib", "scipy.stats"]
+
+
+def test_without_a_reply_they_start_a_while_after_the_first_request(
+    started: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(warmup, "PATIENCE", 0.0)
+    stats = Stats()
+    warm = warmup.Warmup(stats, asks_models=True)
+
+    async def work() -> None:
+        stats.calls = 1  # a request that fails, or a free model's reply (its cost 0)
+        while not warm.started:
+            await asyncio.sleep(warmup.POLL)
+
+    asyncio.run(asyncio.wait_for(warm.during(work()), 10))
     assert started == ["matplotlib", "scipy.stats"]
 
 
