@@ -3,6 +3,7 @@ seconds), MLflow's fluent API pointed at it for one block, and runs left RUNNING
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import socket
@@ -30,19 +31,17 @@ _DATABASES = ("sqlite", "postgresql", "mysql", "mssql")
 
 def preload(uri: str) -> None:
     """Import mlflow on a background thread while a run waits for its models: the import is most of
-    the time from a logged run's last item to its traces (1-2 s); `imported()` then takes it. For a
-    database store, its SQLAlchemy store and models too (as much again, imported with the first
-    store MLflow opens), their mappers configured (done at the first query otherwise): no database
-    is opened here."""
+    the time from a logged run's last item to its traces (1-2 s); `imported()` then takes it. A
+    database store is opened there too (MLflow's own client, which keeps it for the process): its
+    SQLAlchemy models imported, and a new database's tables made, as much again. Nothing is said
+    from there: a store that cannot take the run is found and told at the end, as before."""
 
     def load() -> None:
         import mlflow
 
-        if uri.split(":", 1)[0].split("+", 1)[0] in _DATABASES:
-            import mlflow.store.tracking.sqlalchemy_store  # noqa: F401
-            from sqlalchemy.orm import configure_mappers
-
-            configure_mappers()
+        if uri.split(":", 1)[0].split("+", 1)[0] in _DATABASES and unavailable(uri) is None:
+            with contextlib.suppress(Exception):  # the run's end opens it again and says what is wrong
+                mlflow.MlflowClient(store_uri(uri))
 
     imports.in_background("mlflow", load)
 
