@@ -116,10 +116,7 @@ def evaluate(
         run_dir=journal.directory,
     )
     todo = len(p.rows) - len(done)
-    asks = bool(p.target.models()) or any(s.models() for s in p.scorers.values())
-    tracking = config.get("tracking") or {}
-    logs = str(tracking.get("uri")) if tracking.get("enabled") else None
-    warm = warmup.Warmup(ctx.stats, asks, logs)  # the report's imports, while the models answer
+    warm = warmup.of(p, ctx.stats)  # the imports the end needs, while the models answer
     try:
         with report.progress(todo * (len(p.scorers) + p.target.reports_progress), ctx.stats) as advance:
             ctx.advance = warm.counting(advance)

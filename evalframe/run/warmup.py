@@ -23,11 +23,19 @@ from typing import Any, TypeVar
 from evalframe.models.calls import Stats
 from evalframe.report import html as html_report
 from evalframe.results import intervals
+from evalframe.run.planning import Plan
 from evalframe.tracking import store
 
 T = TypeVar("T")
 POLL = 0.01  # seconds between looks at the run's totals: one wake-up of the loop each
 PATIENCE = 1.0  # seconds after the first request was counted: start anyway (a failed or free reply)
+
+
+def of(plan: Plan, stats: Stats) -> Warmup:
+    """The warm-up of a planned run: whether it calls a chat model, and the store it is logged to."""
+    asks = bool(plan.target.models()) or any(s.models() for s in plan.scorers.values())
+    tracking = plan.config.get("tracking") or {}
+    return Warmup(stats, asks, str(tracking.get("uri")) if tracking.get("enabled") else None)
 
 
 class Warmup:
