@@ -30,6 +30,7 @@ _MOVED = {
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     console = sys.stdout, sys.stderr
+    _preload(args)  # first: importing litellm is most of a run's start-up, and it runs on a thread
     # Before anything prints (Hydra's launch lines, --cfg job, its errors): the secrets typed on the
     # command line are blanked on the console from the start.
     redaction.remember_overrides(args)
@@ -43,8 +44,22 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout, sys.stderr = console
 
 
+def _split(args: list[str]) -> tuple[str, list[str]]:
+    return (args[0], args[1:]) if args[:1] and args[0] in COMMANDS else ("run", args)
+
+
+def _preload(args: list[str]) -> None:
+    """Start importing litellm for a run or a re-score, while the command line is read, Hydra composes
+    the config and the rows are validated; not for what only prints."""
+    command, rest = _split(args)
+    if command in ("run", "rescore") and not any(a in _NO_MODEL or a.startswith("--cfg=") for a in rest):
+        from evalframe.models import loader
+
+        loader.preload()
+
+
 def _dispatch(args: list[str]) -> int:
-    command, rest = (args[0], args[1:]) if args[:1] and args[0] in COMMANDS else ("run", args)
+    command, rest = _split(args)
     if command == "ui":  # not a run: no run directory, no Hydra app
         from evalframe.cli import ui
 
@@ -58,10 +73,6 @@ def _dispatch(args: list[str]) -> int:
 
         return log_run.main(rest)
     _no_moved_keys(rest)
-    if not any(a in _NO_MODEL or a.startswith("--cfg=") for a in rest):
-        from evalframe.models import loader
-
-        loader.preload()  # while Hydra composes the config and the dataset is validated
     from evalframe.cli import run
 
     if command == "rescore":

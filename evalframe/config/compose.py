@@ -10,7 +10,6 @@ from typing import Any, cast
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
 
-from evalframe.config.check import check
 from evalframe.errors import ConfigError
 from evalframe.models.cache import MODES
 from evalframe.paths import CONF_DIR
@@ -111,6 +110,8 @@ def resolve(cfg: DictConfig, overrides: Sequence[str] = ()) -> dict[str, Any]:
             f"({', '.join(MODES)}); the folder is cache.dir"
         )
     _model_overrides_reach_every_judge(config, overrides)
+    from evalframe.config.check import check  # pydantic: not on `--help`'s path
+
     check(config)
     return config
 

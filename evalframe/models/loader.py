@@ -38,30 +38,42 @@ def preload() -> None:
 
 def _load(collecting: bool) -> Any:
     global _litellm
-    with _importing, imports.LOCK:
+    # Whether preload() has imported it is known before the lock of the other heavy imports is asked
+    # for: a run's first request must not wait behind scipy's or matplotlib's import queued there.
+    with _importing:
         if _litellm is not None:
             return _litellm
-        # Importing litellm creates millions of objects: the cyclic GC would make hundreds of passes
-        # over them (a third of the import time). Off while importing, then the survivors are frozen
-        # so that the run's own GC passes never walk these permanent modules again.
-        gc.disable()
-        try:
-            import litellm
+        with imports.LOCK:
+            return _import(collecting)
 
-            litellm.telemetry = False
-            litellm.suppress_debug_info = True
-            litellm.drop_params = True  # providers without response_format still get the JSON spec
-            # Retries are ours (retry.py: one budget, backoff, Retry-After), never the provider SDK's
-            # too. Requests pass max_retries=0, but LiteLLM's OpenAI embeddings read it as
-            # `max_retries or DEFAULT_MAX_RETRIES`: 0 became 2, and every failed embedding request went
-            # out three times, with the SDK's own backoff between.
-            litellm.DEFAULT_MAX_RETRIES = 0  # type: ignore[misc]  # Final in LiteLLM, read at each call
-            from evalframe.models.local_embeddings import register
 
-            register(litellm)
-            _litellm = litellm
-        finally:
-            if collecting:
-                gc.freeze()
-                gc.enable()
+def _import(collecting: bool) -> Any:
+    global _litellm
+    # Importing litellm creates millions of objects: the cyclic GC would make hundreds of passes
+    # over them (a third of the import time). Off while importing, then the survivors are frozen
+    # so that the run's own GC passes never walk these permanent modules again.
+    gc.disable()
+    try:
+        import litellm
+
+        # The OpenAI SDK imports its resources (every endpoint's types) on a client's first request:
+        # here, with the GC off, rather than in the run's first request with it on.
+        import openai.resources  # noqa: F401
+
+        litellm.telemetry = False
+        litellm.suppress_debug_info = True
+        litellm.drop_params = True  # providers without response_format still get the JSON spec
+        # Retries are ours (retry.py: one budget, backoff, Retry-After), never the provider SDK's
+        # too. Requests pass max_retries=0, but LiteLLM's OpenAI embeddings read it as
+        # `max_retries or DEFAULT_MAX_RETRIES`: 0 became 2, and every failed embedding request went
+        # out three times, with the SDK's own backoff between.
+        litellm.DEFAULT_MAX_RETRIES = 0  # type: ignore[misc]  # Final in LiteLLM, read at each call
+        from evalframe.models.local_embeddings import register
+
+        register(litellm)
+        _litellm = litellm
+    finally:
+        if collecting:
+            gc.freeze()
+            gc.enable()
     return _litellm

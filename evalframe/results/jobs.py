@@ -7,13 +7,16 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from omegaconf import DictConfig, OmegaConf
 
-from evalframe.results.intervals import Interval
 from evalframe.results.journal import MANIFEST
 from evalframe.results.nouns import Objective
 from evalframe.results.summary import fmt_interval, fmt_metric
+
+if TYPE_CHECKING:  # numpy comes with intervals: not on `--help`'s path (the sweep callback imports this)
+    from evalframe.results.intervals import Interval
 
 OPTUNA_RESULTS = "optimization_results.yaml"  # written into the sweep directory by the Optuna sweeper
 

@@ -39,6 +39,7 @@ class RunResult:
     facts: dict[str, str] = field(default_factory=dict)  # what was run: dataset, judges, date, version
     lower_better: frozenset[str] = frozenset()  # the scorers whose lower scores are the good ones
     count: int = field(default=0, init=False)  # items in the run, kept or not
+    traced: int = field(default=0, init=False)  # of them, items read from a trace (verdicts go onto it)
     scores: dict[str, array[float]] = field(default_factory=dict, init=False)  # NaN: unscored
     human: array[float] = field(default_factory=lambda: array("d"), init=False)  # NaN: none
     usage: Usage = field(default_factory=Usage, init=False)
@@ -80,6 +81,7 @@ class RunResult:
     def add(self, item: ItemResult) -> None:
         """Count one finished item in the aggregates (and keep it, unless `keep` items are kept)."""
         self.count += 1
+        self.traced += bool(item.trace_id)
         for name in self.scorers:
             result = item.scores[name]
             self._add_judgments(name, result)

@@ -24,7 +24,7 @@ from evalframe.results import agreement, gate, intervals, objective as objective
 from evalframe.results.journal import Journal
 from evalframe.results.nouns import RAW_REPLY_LIMIT, ItemResult, Objective, ScoreResult
 from evalframe.results.run import RunResult
-from evalframe.run import flow, reuse, tracked
+from evalframe.run import flow, reuse, tracked, warmup
 from evalframe.run.planning import Given, Plan, plan
 from evalframe.tracking import sweeps
 
@@ -116,12 +116,11 @@ def evaluate(
         run_dir=journal.directory,
     )
     todo = len(p.rows) - len(done)
-    html_report.preload()  # while the models answer: the report at the end then starts at once
-    intervals.preload()  # and so do its confidence intervals
+    warm = warmup.of(p, ctx.stats)  # the imports the end needs, while the models answer
     try:
         with report.progress(todo * (len(p.scorers) + p.target.reports_progress), ctx.stats) as advance:
-            ctx.advance = advance
-            result = flow.run_async(execute(p, ctx, journal, done, keep_items(config)))
+            ctx.advance = warm.counting(advance)
+            result = flow.run_async(warm.during(execute(p, ctx, journal, done, keep_items(config))))
     except KeyboardInterrupt:
         journal.close()
         print(

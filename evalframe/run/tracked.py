@@ -42,6 +42,8 @@ def verdicts(result: RunResult, config: Mapping[str, Any], journal: Journal, not
     twice, the traces only linked to the new run."""
     if not (config.get("tracking") or {}).get("feedback", True) or sweeps.sweep_job() is not None:
         return
+    if result.count and not result.traced:  # no item came from a trace: results.jsonl is not read back
+        return
     manifest = journal.manifest
     digests = None if manifest.get(VERDICTS) else manifest.get("digests")
     if feedback.write_back(journal.path, config, result.run_id, digests, notes) and digests:

@@ -26,7 +26,7 @@ from evalframe.results import summary
 from evalframe.results.nouns import RAW_REPLY_LIMIT
 from evalframe.results.run import RunResult
 from evalframe.results.table import items_table
-from evalframe.tracking.store import fluent_store, holder, reap, store_uri, unavailable
+from evalframe.tracking.store import fluent_store, holder, imported, reap, store_uri, unavailable
 from evalframe.tracking.sweeps import PARENT_RUN, run_name
 from evalframe.tracking.traces import trace_items
 
@@ -232,6 +232,7 @@ def log(
     }
     tags = {k: scrub_text(v) for k, v in tags.items()}  # a sweep's job may vary a secret
     name = scrub_text(run_name(config))
+    imported()  # a preload's import finished first (store.preload)
     problem = unavailable(tracking["uri"])  # within seconds, where MLflow would take minutes
     if problem is None:
         try:

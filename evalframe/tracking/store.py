@@ -3,14 +3,17 @@ seconds), MLflow's fluent API pointed at it for one block, and runs left RUNNING
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import socket
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from evalframe.models import imports
 from evalframe.models.cache import alive
 from evalframe.redaction import REDACTED
 
@@ -23,6 +26,46 @@ LOG_ELSEWHERE = "set tracking.uri=sqlite:///PATH/mlflow.db to a directory you ca
 HOST_TAG, PID_TAG = "evalframe.host", "evalframe.pid"
 # MLflow's switch between writing traces on a background queue (its default) and as each ends.
 ASYNC_TRACES = "MLFLOW_ENABLE_ASYNC_TRACE_LOGGING"
+# The URI schemes of the stores MLflow keeps in a database through SQLAlchemy.
+_DATABASES = ("sqlite", "postgresql", "mysql", "mssql")
+_preloading: threading.Thread | None = None  # preload()'s thread, which imported() waits for
+
+
+def preload(uri: str) -> None:
+    """Import mlflow on a background thread while a run waits for its models: the import is most of
+    the time from a logged run's last item to its traces (1-2 s); `imported()` then takes it. For a
+    database store, its SQLAlchemy store and models too (as much again); an SQLite file that
+    unavailable() finds writable is opened there as well, through MLflow's own client (which keeps
+    the store for the process, its tables made in a new file), outside the import lock (the run's
+    aggregates and report do not wait for it; `imported()` does, so the end's own probe of the file
+    never meets a migration under way). Nothing is said from there: a store that cannot take the
+    run is found and told at the end, as before."""
+    global _preloading
+
+    def load() -> None:
+        with imports.LOCK:
+            import mlflow
+
+            if uri.split(":", 1)[0].split("+", 1)[0] in _DATABASES:
+                import mlflow.store.tracking.sqlalchemy_store
+        if sqlite_path(uri) is not None and unavailable(uri) is None:
+            with contextlib.suppress(Exception):  # the run's end opens it again and says what is wrong
+                mlflow.MlflowClient(store_uri(uri))
+
+    _preloading = threading.Thread(target=load, name="import-mlflow", daemon=True)
+    _preloading.start()
+
+
+def imported() -> Any:
+    """mlflow, once preload()'s thread and any background import (of it or of another heavy package)
+    are through: two threads importing it at once could hand one of them a partially initialised
+    module."""
+    if _preloading is not None:
+        _preloading.join()
+    with imports.LOCK:
+        import mlflow
+
+    return mlflow
 
 
 def sqlite_path(uri: str) -> Path | None:

@@ -1,0 +1,50 @@
+"""The verdicts of a finished run onto the traces its rows came from: results.jsonl is read back only
+when some item came from a trace (a 100,000-item run of a file would read it all for nothing)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evalframe.results.journal import Journal
+from evalframe.results.nouns import ItemResult, ScoreResult
+from evalframe.results.run import RunResult
+from evalframe.run import tracked
+
+
+def _result(*trace_ids: str | None) -> RunResult:
+    result = RunResult(items=[], scorers=["exact_match"])
+    for i, trace_id in enumerate(trace_ids):
+        item = ItemResult(str(i), "q", "a", "a", scores={"exact_match": ScoreResult(1.0, "same")})
+        item.trace_id = trace_id
+        result.add(item)
+    return result
+
+
+@pytest.mark.parametrize(("trace_ids", "read_back"), [((None, None), False), ((None, "tr-1"), True)])
+def test_results_are_read_back_for_the_traces_only_when_an_item_has_one(
+    trace_ids: tuple[str | None, ...], read_back: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asked: list[Path] = []
+
+    def write_back(results_file: Path, *args: Any) -> None:
+        asked.append(results_file)
+
+    monkeypatch.setattr(tracked.feedback, "write_back", write_back)
+    result = _result(*trace_ids)
+    assert result.traced == sum(t is not None for t in trace_ids)
+    tracked.verdicts(result, {"tracking": {"feedback": True}}, Journal(tmp_path), [])
+    assert bool(asked) is read_back
+
+
+def test_a_result_built_without_add_still_reads_them_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asked: list[Path] = []
+    monkeypatch.setattr(
+        tracked.feedback, "write_back", lambda results_file, *args: asked.append(results_file)
+    )
+    tracked.verdicts(RunResult(items=[], scorers=[]), {"tracking": {}}, Journal(tmp_path), [])
+    assert asked
