@@ -80,9 +80,10 @@ def _dispatch(args: list[str]) -> int:
 
         with tempfile.TemporaryDirectory(prefix="evalframe-") as scratch:  # the logged run's download
             return run.hydra_app(command_line(rest, Path(scratch)))
-    from evalframe.sweep import shards
+    from evalframe.sweep import ray_cluster, shards
 
-    return run.hydra_app(run.resumed_sweep(shards.expand(rest)))  # -m shards=N: N jobs, one evaluation
+    # -m shards=N: N jobs, one evaluation; a Ray cluster joined as Ray allows
+    return run.hydra_app(run.resumed_sweep(ray_cluster.joined(shards.expand(rest))))
 
 
 def _no_moved_keys(args: list[str]) -> None:

@@ -80,8 +80,10 @@ def run(cfg: DictConfig) -> tuple[int, float]:
     from evalframe.errors import EXIT_USAGE, EvalframeError
     from evalframe.report import console as report
     from evalframe.results.nouns import Objective
+    from evalframe.sweep.callback import joined_job
 
     hydra_cfg = HydraConfig.get()
+    joined_job(hydra_cfg)  # a job on a Ray cluster's node: what the sweep hands it, from its record
     report.quiet_libraries(bool(hydra_cfg.verbose))
     direction = "minimize" if OmegaConf.select(cfg, "objective.direction") == "minimize" else "maximize"
     failed = Objective("none", direction)

@@ -27,11 +27,14 @@ from evalframe.redaction import redact_overrides
 from evalframe.results.jobs import best_of, objective_of, read_jobs, swept_keys
 from evalframe.results.nouns import Objective
 from evalframe.sweep import shards
+from evalframe.tracking.sweeps import PARENT_RUN, SWEPT
 
 EXIT_CODE = "exit_code"  # each job's exit code, in its directory
 SWEEP = "sweep.json"  # the sweep's own record: its overrides, status, process and MLflow parent run
 # The exit codes of the command that runs the sweep (evalframe.cli.run.hydra_app): the sweep's worst
 # job's, whichever process it ran in, is added at its end. Set for one command, not for the process.
+# What the sweep hands its jobs through the environment (and its record, for joined_job).
+HANDED = (PARENT_RUN, SWEPT, PARALLEL_JOBS)
 EXIT_CODES: ContextVar[list[int] | None] = ContextVar("evalframe_exit_codes", default=None)
 
 
@@ -154,6 +157,21 @@ def parallel_jobs(config: DictConfig) -> int:
     return max(1, min(at_once, jobs))
 
 
+def joined_job(hydra_cfg: Any) -> None:
+    """A job that has not the sweep's environment takes what the sweep hands its jobs (the MLflow parent
+    run, the swept keys, how many jobs share the rate budget) from the sweep's record: a Ray cluster's
+    workers have their own node's environment, not the command's (the sweep dir is on a file system
+    they share, as a sharded evaluation's merge needs anyway)."""
+    from hydra.types import RunMode
+
+    if hydra_cfg.mode != RunMode.MULTIRUN or any(k in os.environ for k in HANDED):
+        return  # the same process, or a worker that inherited the sweep's environment
+    marker = Path(hydra_cfg.sweep.dir) / SWEEP
+    if marker.is_file():
+        handed = json.loads(marker.read_text()).get("handed") or {}
+        os.environ.update({k: str(v) for k, v in handed.items() if k in HANDED})
+
+
 def record_exit_code(code: int) -> None:
     """Leave a sweep job's exit code in its directory: with hydra/launcher=joblib the job runs in a
     worker process, and the sweep's exit code (the worst job's) is decided in the main one."""
@@ -193,6 +211,7 @@ class SweepCallback(Callback):
                         notes=notes,
                     )
         record = {"status": "running", "overrides": redact_overrides(overrides), "parent_run_id": parent}
+        record |= {"handed": {k: os.environ[k] for k in HANDED if os.environ.get(k)}}  # for joined_jobs
         _write_marker(sweep_dir, {**record, "host": socket.gethostname(), "pid": os.getpid()})
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:

@@ -1,13 +1,21 @@
-"""One evaluation sharded across a launcher's worker processes (`-m shards=2` with joblib, and on a local
-Ray instance) is the unsharded evaluation: the same per-item scores, mean, interval and gate; and a
-shard killed with SIGKILL resumes alone, losing and repeating nothing."""
+"""One evaluation sharded across a launcher's worker processes (`-m shards=2` with joblib, and on a Ray
+cluster the command joins, as the README's cluster command does) is the unsharded evaluation: the same
+per-item scores, mean, interval and gate; and a shard killed with SIGKILL resumes alone, losing and
+repeating nothing."""
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import signal
+import socket
+import subprocess
+import sys
+import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +46,7 @@ def _same_as_unsharded(server: FakeLLMServer, tmp_path: Path, *launcher: str, **
     """Run the evaluation unsharded, then with `-m shards=2` and `launcher`; compare the two."""
     one, sharded = tmp_path / "one", tmp_path / "sharded"
     one.mkdir()
-    sharded.mkdir()
+    sharded.mkdir(exist_ok=True)  # a Ray cluster's head runs there already
     whole = run_cli(_common(server), one, {**KEY, "EVALFRAME_CACHE_DIR": str(one)})
     assert whole.returncode == 1, whole.stderr  # the gate fails on the whole
     result = run_process(
@@ -80,15 +88,57 @@ def test_shards_on_joblib_are_the_unsharded_evaluation(judge_server: FakeLLMServ
     _same_as_unsharded(judge_server, tmp_path, "hydra/launcher=joblib", "hydra.launcher.n_jobs=2")
 
 
+@pytest.fixture
+def ray_head(tmp_path: Path) -> Iterator[str]:
+    """A Ray cluster of one machine, started as on a cluster's head node (`ray start --head`); its
+    address. Its workers run where it was started, with its environment (not the command's): started
+    in tmp_path/sharded with the judge's key and cache, as a user readies a cluster's nodes. Stopped
+    after with everything it started (its own process group)."""
+    work = tmp_path / "sharded"
+    work.mkdir()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    # Ray's sockets live under its temp dir, whose path must stay short (a Unix socket's is 107 bytes).
+    temp = tempfile.mkdtemp(prefix="ray-", dir="/tmp")
+    ray = Path(sys.executable).with_name("ray")
+    args = [str(ray), "start", "--head", f"--port={port}", "--num-cpus=2", "--include-dashboard=false"]
+    args += ["--disable-usage-stats", "--block", f"--temp-dir={temp}"]
+    log = Path(temp) / "head.log"
+    with log.open("w") as out:
+        head = subprocess.Popen(
+            args,
+            cwd=work,
+            env={**os.environ, **KEY, "EVALFRAME_CACHE_DIR": str(work), "RAY_AUTH_MODE": "disabled"},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        # What `ray start --block` says once the head's processes are all up.
+        _wait_until(lambda: head.poll() is not None or "block forever" in log.read_text(), timeout=120)
+        assert head.poll() is None, log.read_text()[-3000:]
+        yield f"127.0.0.1:{port}"
+    finally:
+        os.killpg(head.pid, signal.SIGTERM)
+        try:
+            head.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(head.pid, signal.SIGKILL)
+        shutil.rmtree(temp, ignore_errors=True)
+
+
 @pytest.mark.slow
-def test_shards_on_a_local_ray_instance_are_the_unsharded_evaluation(
-    judge_server: FakeLLMServer, tmp_path: Path
+def test_shards_on_a_ray_cluster_are_the_unsharded_evaluation(
+    judge_server: FakeLLMServer, tmp_path: Path, ray_head: str
 ) -> None:
+    # hydra-ray-launcher gives every ray.init an object_store_memory, which Ray refuses when joining a
+    # cluster: the CLI leaves it out (evalframe.sweep.ray_cluster), or this fails with a traceback.
     _same_as_unsharded(
         judge_server,
         tmp_path,
         "hydra/launcher=ray",
-        "+hydra.launcher.ray.init.num_cpus=2",
+        f"hydra.launcher.ray.init.address={ray_head}",
         RAY_AUTH_MODE="disabled",
     )
 
