@@ -56,10 +56,8 @@ def _import(collecting: bool) -> Any:
     try:
         import litellm
 
-        # The OpenAI SDK imports its resources (every endpoint's types) on a client's first request:
-        # here, with the GC off, rather than in the run's first request with it on.
-        import openai.resources  # noqa: F401
-
+        # Not the OpenAI SDK's resources (~0.3 s): an OpenAI-compatible judge at model.api_base goes
+        # without the SDK (direct.py); only a model that takes it imports them, on its first request.
         litellm.telemetry = False
         litellm.suppress_debug_info = True
         litellm.drop_params = True  # providers without response_format still get the JSON spec
