@@ -85,15 +85,12 @@ def _hydra_parses_each_config_file_once() -> None:
     ~0.1 s a composition takes, and the suite composes thousands of times (every run in process, every
     job of a sweep). In the tests' processes a file is parsed once per version (path, size and mtime)
     and each composition gets a deep copy, as from a fresh parse: what Hydra then composes is the same.
-    And Hydra composes the whole config once more before each run only to read `hydra.mode`, which
-    neither conf/ nor a test sets (it is None there, and Hydra then picks the mode from -m): skipped
-    unless the command line sets it. The command as a user runs it (a subprocess) does all of this."""
+    The command as a user runs it (a subprocess) parses them as Hydra does."""
     import copy
     import dataclasses
 
     from hydra._internal.core_plugins.file_config_source import FileConfigSource
     from hydra._internal.core_plugins.importlib_resources_config_source import ImportlibResourcesConfigSource
-    from hydra._internal.hydra import Hydra
 
     parsed: dict[tuple[Any, ...], Any] = {}
 
@@ -116,13 +113,6 @@ def _hydra_parses_each_config_file_once() -> None:
 
     for source in (FileConfigSource, ImportlibResourcesConfigSource):
         source.load_config = cached(source.load_config)  # type: ignore[method-assign,assignment]
-    get_mode = Hydra.get_mode
-
-    def mode_if_set(hydra: Hydra, config_name: str | None, overrides: list[str]) -> Any:
-        given = any(o.lstrip("+~").startswith("hydra.mode=") for o in overrides)
-        return get_mode(hydra, config_name, overrides) if given else None
-
-    Hydra.get_mode = mode_if_set  # type: ignore[method-assign,assignment]
 
 
 _hydra_parses_each_config_file_once()

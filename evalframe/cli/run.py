@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import hydra
-from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
+from evalframe.cli import hydra_shortcuts
 from evalframe.errors import EXIT_STORAGE, ConfigError
 from evalframe.paths import CONF_DIR
 
@@ -43,15 +43,7 @@ def _new_run_dir(base: str) -> str:
 OmegaConf.register_new_resolver("evalframe.run_dir", _new_run_dir, use_cache=True, replace=True)
 
 
-def _store_not_copied(store: ConfigStore, memo: dict[int, Any]) -> ConfigStore:
-    return store
-
-
-# Hydra deep-copies its config repository for every group it lists, and with it the ConfigStore (a
-# singleton: every launcher's and sweeper's structured configs): `--help` lists ~90 groups, 0.5-0.9 s of
-# copying, most of its time. The store hands out a deep copy of a node on each load (ConfigStore.load),
-# so the one instance is safe to share.
-ConfigStore.__deepcopy__ = _store_not_copied  # type: ignore[attr-defined]
+hydra_shortcuts.share_the_config_store()
 
 
 def _finished_job(directory: Path, config: dict[str, Any]) -> int:
@@ -223,7 +215,8 @@ def hydra_app(argv: list[str]) -> int:
     command_line, sys.argv = sys.argv, [sys.argv[0] if sys.argv else "evalframe", *argv]
     token = EXIT_CODES.set(codes)
     try:
-        task()
+        with hydra_shortcuts.mode_from_the_command_line(argv):
+            task()
     except SystemExit as e:
         # Hydra reports a bad command line (unknown option, bad override) with exit code 1, which
         # a CI pipeline would read as "gate failed": it is a usage error.
