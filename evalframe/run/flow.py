@@ -8,6 +8,7 @@ run's aggregates, whatever the dataset's size.
 from __future__ import annotations
 
 import asyncio
+import warnings
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from typing import Any, TypeVar, cast
 
@@ -123,6 +124,11 @@ T = TypeVar("T")
 def run_async(coro: Coroutine[Any, Any, T]) -> T:
     """Run the event loop, on uvloop where available: it cuts the per-request CPU of the model
     door by about a quarter, and a large run is CPU-bound on that, not on the network."""
+    # A connection attempt of httpx's (anyio's happy eyeballs, through httpcore: the OpenAI SDK's batch
+    # files, an HTTP target) that a cancelled request left unstarted is dropped with a "never awaited"
+    # warning whenever the GC next runs, which since the end's imports run during the run
+    # (run/warmup.py) can be mid-run, on the user's console: nothing was lost, nothing to say.
+    warnings.filterwarnings("ignore", "coroutine 'connect_tcp.<locals>.try_connect' was never awaited")
     try:
         import uvloop
     except ImportError:
