@@ -125,9 +125,9 @@ class Direct:
             timeout = self.settings.timeout
             reply = await client.post(self.url, content=content, headers=self.headers, timeout=timeout)
         except Exception as e:  # no reply: as the SDK says it (a timeout, else a connection error)
-            raise _mapped(litellm, self.settings.name, _no_reply(e)) from None
+            raise _mapped(self.settings.name, _no_reply(e)) from None
         if reply.status_code >= 300:
-            raise _mapped(litellm, self.settings.name, _status_error(litellm, reply))
+            raise _mapped(self.settings.name, _status_error(reply))
         try:
             return _response(litellm, reply)
         except Exception as e:  # a 2xx that is no chat completion: as LiteLLM's OpenAI handler says it
@@ -136,10 +136,10 @@ class Direct:
             said = OpenAIError(
                 getattr(e, "status_code", 500), getattr(e, "message", str(e)), headers=reply.headers
             )
-            raise _mapped(litellm, self.settings.name, said) from None
+            raise _mapped(self.settings.name, said) from None
 
 
-def _status_error(litellm: Any, reply: Any) -> Exception:
+def _status_error(reply: Any) -> Exception:
     """A non-2xx reply as LiteLLM's OpenAI handler reports the SDK's error (the SDK's
     _make_status_error_from_response): its message, the body's `error` object (or its text), the
     reply's headers."""
@@ -170,7 +170,7 @@ def _no_reply(error: Exception) -> Exception:
     return OpenAIError(status_code=500, message=said)
 
 
-def _mapped(litellm: Any, model: str, error: Exception) -> Exception:
+def _mapped(model: str, error: Exception) -> Exception:
     """The exception acompletion would raise for `error` (LiteLLM's mapping to its exception classes)."""
     from litellm.litellm_core_utils.exception_mapping_utils import exception_type
 

@@ -31,10 +31,10 @@ from evalframe.tracking.sweeps import PARENT_RUN, SWEPT
 
 EXIT_CODE = "exit_code"  # each job's exit code, in its directory
 SWEEP = "sweep.json"  # the sweep's own record: its overrides, status, process and MLflow parent run
-# The exit codes of the command that runs the sweep (evalframe.cli.run.hydra_app): the sweep's worst
-# job's, whichever process it ran in, is added at its end. Set for one command, not for the process.
 # What the sweep hands its jobs through the environment (and its record, for joined_job).
 HANDED = (PARENT_RUN, SWEPT, PARALLEL_JOBS)
+# The exit codes of the command that runs the sweep (evalframe.cli.run.hydra_app): the sweep's worst
+# job's, whichever process it ran in, is added at its end. Set for one command, not for the process.
 EXIT_CODES: ContextVar[list[int] | None] = ContextVar("evalframe_exit_codes", default=None)
 
 
@@ -211,7 +211,7 @@ class SweepCallback(Callback):
                         notes=notes,
                     )
         record = {"status": "running", "overrides": redact_overrides(overrides), "parent_run_id": parent}
-        record |= {"handed": {k: os.environ[k] for k in HANDED if os.environ.get(k)}}  # for joined_jobs
+        record |= {"handed": {k: os.environ[k] for k in HANDED if os.environ.get(k)}}  # for joined_job
         _write_marker(sweep_dir, {**record, "host": socket.gethostname(), "pid": os.getpid()})
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:

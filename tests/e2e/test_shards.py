@@ -9,7 +9,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -24,6 +23,7 @@ import pytest
 from evalframe.data.shards import shard_of
 from tests.conftest import fake_model, run_cli, run_process, sweep_runs
 from tests.fake_judge import judge
+from tests.mlflow_server import free_port
 from tests.run.test_reliability import KEY, Stall, _signature, _start, _wait_until
 from tests.testserver import FakeLLMServer
 
@@ -96,9 +96,7 @@ def ray_head(tmp_path: Path) -> Iterator[str]:
     after with everything it started (its own process group)."""
     work = tmp_path / "sharded"
     work.mkdir()
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     # Ray's sockets live under its temp dir, whose path must stay short (a Unix socket's is 107 bytes).
     temp = tempfile.mkdtemp(prefix="ray-", dir="/tmp")
     ray = Path(sys.executable).with_name("ray")
