@@ -4,8 +4,9 @@ test server as a constrained decoder (every reply a random instance of the schem
     python bench/constrained_judges.py                      # this checkout
     python bench/constrained_judges.py --checkout /tmp/main # another checkout (e.g. before a change)
 
-The server always comes from this checkout (tests/testserver.py --constrained); `python -m evalframe`
-runs from --checkout, as a user runs it, with a fresh judge cache per scorer.
+The servers always come from this checkout (tests/testserver.py --constrained, one per scorer); the
+evaluations run from --checkout, one after another in one process through `evalframe.cli.main` (the
+command's own function), each with a fresh judge cache.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import sys
 import tempfile
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parents[1]
 CASES = {  # name -> overrides
@@ -38,48 +40,90 @@ CASES = {  # name -> overrides
 }
 
 
-def measure(checkout: Path, overrides: list[str], seed: int, work: Path) -> dict[str, float]:
+# The evaluations, one after another in one process from the checkout: `evalframe.cli.main(argv)` is the
+# command a user runs, without paying the imports six times. A checkout from before the CLI was a
+# function runs `python -m evalframe` per case instead.
+RUNNER = """
+import json, os, subprocess, sys
+try:
+    from evalframe.cli import main
+except ImportError:
+    main = None
+codes = []
+for case in json.loads(sys.argv[1]):
+    os.chdir(case["cwd"])
+    os.environ["EVALFRAME_CACHE_DIR"] = case["cache"]
+    if main is None:
+        codes.append(subprocess.run([sys.executable, "-m", "evalframe", *case["args"]]).returncode)
+    else:
+        codes.append(main(case["args"]))
+with open(sys.argv[2], "w") as out:
+    json.dump(codes, out)
+"""
+
+
+def judge(seed: int) -> tuple[subprocess.Popen[str], str]:
+    """A constrained-decoder judge server of its own (seeded: the same replies for every checkout)."""
     server = subprocess.Popen(
         [sys.executable, "-m", "tests.testserver", "--constrained", "--seed", str(seed)],
         cwd=HERE,
         stdout=subprocess.PIPE,
         text=True,
     )
+    assert server.stdout is not None
+    return server, server.stdout.readline().split()[4]
+
+
+def measure(checkout: Path, seed: int, work: Path) -> dict[str, dict[str, float]]:
+    """Every case against a judge server of its own, with a fresh judge cache: {case: figures}."""
+    servers = {name: judge(seed) for name in CASES}
     try:
-        assert server.stdout is not None
-        base = server.stdout.readline().split()[4]
-        env = {**os.environ, "PYTHONPATH": str(checkout), "EVALFRAME_CACHE_DIR": str(work / "cache")}
-        run = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "evalframe",
-                *overrides,
-                "model=gpt",
-                f"model.api_base={base}/v1",
+        cases: list[dict[str, Any]] = []
+        for name, overrides in CASES.items():
+            folder = work / str(len(cases))
+            folder.mkdir()
+            run = [
+                f"model.api_base={servers[name][1]}/v1",
                 "tracking=none",
-                f"hydra.run.dir={work / 'run'}",
-            ],
+                f"hydra.run.dir={folder / 'run'}",
+            ]
+            cases.append(
+                {"args": [*overrides, "model=gpt", *run], "cwd": str(folder), "cache": str(folder / "cache")}
+            )
+        env = {**os.environ, "PYTHONPATH": str(checkout)}
+        codes_file = work / "codes.json"
+        runner = subprocess.run(
+            [sys.executable, "-c", RUNNER, json.dumps(cases), str(codes_file)],
             cwd=work,
             env=env,
             capture_output=True,
             text=True,
             check=False,
         )
-        with urllib.request.urlopen(f"{base}/_stats") as response:
-            stats = json.load(response)
+        if not codes_file.exists():
+            raise SystemExit(f"the evaluations stopped (exit {runner.returncode}):\n{runner.stderr[-3000:]}")
+        codes = json.loads(codes_file.read_text())
+        stats = {}
+        for name, (_, base) in servers.items():
+            with urllib.request.urlopen(f"{base}/_stats") as response:
+                stats[name] = json.load(response)
     finally:
-        server.terminate()
-        server.wait()
-    items = [json.loads(line) for line in (work / "run" / "results.jsonl").read_text().splitlines()]
-    unscored = sum(r["score"] is None for item in items for r in item["scores"].values())
-    return {
-        "items": len(items),
-        "calls": stats["requests"],
-        "retries": stats["followups"],
-        "unscored": unscored,
-        "exit": run.returncode,
-    }
+        for server, _ in servers.values():
+            server.terminate()
+            server.wait()
+    figures = {}
+    for name, case, code in zip(CASES, cases, codes, strict=True):
+        lines = (Path(case["cwd"]) / "run" / "results.jsonl").read_text().splitlines()
+        items = [json.loads(line) for line in lines]
+        unscored = sum(r["score"] is None for item in items for r in item["scores"].values())
+        figures[name] = {
+            "items": len(items),
+            "calls": stats[name]["requests"],
+            "retries": stats[name]["followups"],
+            "unscored": unscored,
+            "exit": code,
+        }
+    return figures
 
 
 def main() -> None:
@@ -90,9 +134,9 @@ def main() -> None:
     print(f"checkout {args.checkout.resolve()}, seed {args.seed}")
     columns = ("items", 5), ("calls", 6), ("calls/item", 10), ("retries", 7), ("unscored", 8), ("exit", 4)
     print(f"{'scorer':26} " + " ".join(f"{name:>{width}}" for name, width in columns))
-    for name, overrides in CASES.items():
-        with tempfile.TemporaryDirectory() as tmp:
-            m = measure(args.checkout.resolve(), overrides, args.seed, Path(tmp))
+    with tempfile.TemporaryDirectory() as tmp:
+        figures = measure(args.checkout.resolve(), args.seed, Path(tmp))
+    for name, m in figures.items():
         per_item = m["calls"] / m["items"] if m["items"] else float("nan")
         print(
             f"{name:26} {m['items']:>5} {m['calls']:>6} {per_item:>10.2f} {m['retries']:>7} "
