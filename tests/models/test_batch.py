@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ from evalframe.models.settings import ModelSettings
 from evalframe.models.transport import ModelRejected
 from evalframe.results.summary import Summary
 from evalframe.run import pipeline
-from tests.conftest import PRICE, compose, fake_model
+from tests.conftest import PRICE, compose, fake_model, run_cli
 from tests.fake_judge import judge, step_of
 from tests.testserver import FakeLLMServer, FakeRequest, Fault
 
@@ -400,10 +401,7 @@ def test_a_run_killed_while_its_batch_is_pending_collects_it_on_resume(
             "EVALFRAME_CACHE_DIR": str(tmp_path / "cache"),
             "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
         }
-        args = [
-            sys.executable,
-            "-m",
-            "evalframe",
+        overrides = [
             "scorer=answer_similarity",
             *fake_model(server, option),
             "tracking=none",
@@ -411,6 +409,7 @@ def test_a_run_killed_while_its_batch_is_pending_collects_it_on_resume(
             "model.batch=true",
             "model.batch_poll=0.1",
         ]
+        args = [sys.executable, "-m", "evalframe", *overrides]
         child = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
             deadline = time.monotonic() + 120
@@ -436,11 +435,16 @@ def test_a_run_killed_while_its_batch_is_pending_collects_it_on_resume(
         server.batch_delay = 0.2
         if expired:
             server.expire(pending["batch"])
-        resume = [*args, "resume=true"]
-        resumed = subprocess.run(resume, cwd=tmp_path, env=env, capture_output=True, text=True)
+        # Only the killed run needs a process of its own: the resume runs in process, where a warning
+        # it gives is recorded here, not printed.
+        with warnings.catch_warnings(record=True) as given:
+            warnings.simplefilter("always")
+            resumed = run_cli([*overrides, "resume=true"], tmp_path, {key_env: FAKE_KEY})
         assert resumed.returncode == 0, resumed.stderr
         assert f"batch {pending['batch']}" in resumed.stderr  # collected, and the console says how it went
         assert "Warning" not in resumed.stderr
+        # As a user runs it: Python shows every warning but ResourceWarning (ignored unless asked for).
+        assert [str(w.message) for w in given if not issubclass(w.category, ResourceWarning)] == []
         if expired:  # extraction sent again, then analyze
             assert server.batch_api["create"] == 3
             said = "expired" if option == "gpt" else f"{len(pending['requests'])} expired"
