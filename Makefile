@@ -34,17 +34,22 @@ system-packages:
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends \
 	    chromium chromium-driver postgresql >/dev/null; fi
 
-# The test suite (CI calls this), on two workers (pytest-xdist; the longest tests start first, see
-# tests/conftest.py). pytest exits 5 when it collects nothing: that is a failure too.
+# The test suite (CI calls this). pytest exits 5 when it collects nothing: that is a failure too.
+# Three pytest-xdist workers on two cores: a third of the time goes to tests that wait (a browser, Ray,
+# servers, killed processes), during which a third worker keeps both cores busy. Tests are handed out
+# two at a time, the longest first (tests/conftest.py), so the long ones spread over the workers
+# instead of queueing on one. Bytecode is cached (PYTHONDONTWRITEBYTECODE unset): each of the suite's
+# hundreds of Python processes would compile evalframe and the tests again.
 test: setup system-packages
-	$(PY) -m pytest -q -n 2 --durations=10; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests ran" >&2; exit 1; fi; exit $$rc
+	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n 3 --maxschedchunk 2 --durations=10; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "no tests ran" >&2; exit 1; fi; exit $$rc
 
 # Daily work: the tests that run in process (the scripted judge, no subprocess, browser, PostgreSQL,
 # Ray or local embedding model) in under about 1.5 s each. `make test` runs these and all the others.
 # Three workers on two cores: many of these tests wait (deadlines, back-offs, a server's latency), and a
 # third worker runs while they do (measured: 153 s on -n 2, 123 s on -n 3, the same CPU time).
 check: setup
-	$(PY) -m pytest -q -n 3 -m "not slow"; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests ran" >&2; exit 1; fi; exit $$rc
+	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n 3 -m "not slow"; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests ran" >&2; exit 1; fi; exit $$rc
 
 lint: setup
 	$(VENV)/bin/ruff check

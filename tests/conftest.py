@@ -51,8 +51,9 @@ _LEAKY = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "MLFLOW_TRACK
 
 
 # The longest tests (a browser, Ray, PostgreSQL, launchers' worker processes, an Optuna search), started
-# first: pytest-xdist hands tests out in order, so the suite ends on short ones instead of waiting for
-# one long test that started last.
+# first: pytest-xdist hands tests out in order (two at a time: `make test`'s --maxschedchunk 2 spreads
+# these over the workers), so the suite ends on short ones instead of waiting for one long test that
+# started last.
 FIRST = (
     "test_ui.py::",
     "test_parallel.py::test_a_joblib_sweep",
