@@ -86,6 +86,10 @@ def main(args: list[str]) -> int:
     print(f"MLflow UI for {uri} at {base} ({where}); Ctrl-C stops it", flush=True)
     # LiteLLM, which MLflow loads, would fetch its price list from the internet at start and hang offline.
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    # MLflow's server-side job workers (GenAI evaluation and optimization jobs started from its UI): a
+    # process of their own importing MLflow again, for nothing a browse of evalframe's runs uses; a user
+    # who wants them sets the variable.
+    env.setdefault("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")
     command = [
         sys.executable,
         "-m",

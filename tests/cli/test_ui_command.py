@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -99,6 +100,30 @@ def test_ui_serves_the_run_the_last_line_of_a_run_points_at(tmp_path: Path) -> N
                 assert server.poll() is None, "evalframe ui exited"
                 assert time.monotonic() < deadline, "evalframe ui did not answer within 120 s"
                 time.sleep(0.5)
+        # MLflow's job workers (a process importing MLflow again) are not started for a browse.
+        started = [" ".join(_cmdline(p)) for p in _descendants(server.pid)]
+        assert started and not [c for c in started if "jobs" in c], started
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def _descendants(pid: int) -> list[int]:
+    """The processes `pid` started, and theirs, from /proc."""
+    parents: dict[int, list[int]] = {}
+    for status in Path("/proc").glob("[0-9]*/status"):
+        with contextlib.suppress(OSError):
+            ppid = next(line for line in status.read_text().splitlines() if line.startswith("PPid:"))
+            parents.setdefault(int(ppid.split()[1]), []).append(int(status.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        children = parents.get(todo.pop(), [])
+        found += children
+        todo += children
+    return found
+
+
+def _cmdline(pid: int) -> list[str]:
+    with contextlib.suppress(OSError):
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    return []
