@@ -168,6 +168,7 @@ def test_a_ray_sweep_on_a_local_ray_instance(judge_server: FakeLLMServer, tmp_pa
             "penalties.missing=0.05,0.3",
             "hydra/launcher=ray",
             "+hydra.launcher.ray.init.num_cpus=2",
+            "+hydra.launcher.ray.init.include_dashboard=false",  # 2 s and 4 s of CPU nothing here looks at
         ],
         cwd=tmp_path,
         env={"OPENAI_API_KEY": "sk-x", "RAY_AUTH_MODE": "disabled"},

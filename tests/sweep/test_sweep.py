@@ -156,7 +156,8 @@ def test_optuna_tunes_the_penalties_to_human_scores_with_one_runs_judge_calls(
     judge_server.reset()
 
     result = run_cli(
-        ["-m", "sweep=tune_penalties", "hydra.sweeper.n_trials=6", *data],
+        # The trials' runs, metrics and tags are what this is about, not their 168 per-item traces.
+        ["-m", "sweep=tune_penalties", "hydra.sweeper.n_trials=6", "tracking.traces=false", *data],
         cwd=tmp_path,
         env={"OPENAI_API_KEY": "sk-x", "EVALFRAME_CACHE_DIR": str(tmp_path / "sweep-cache")},
     )
