@@ -201,6 +201,7 @@ def hydra_app(argv: list[str]) -> int:
     """Run `argv` (Hydra's command line: flags and overrides) as a run or a sweep; its exit code."""
     from hydra.core.global_hydra import GlobalHydra
 
+    from evalframe.sweep import progress
     from evalframe.sweep.callback import EXIT_CODES, record_exit_code
 
     codes: list[int] = []  # every job's that ran in this process, and a sweep's worst (the callback's)
@@ -222,6 +223,7 @@ def hydra_app(argv: list[str]) -> int:
         # a CI pipeline would read as "gate failed": it is a usage error.
         return 2 if e.code == 1 else int(e.code or 0)
     finally:
+        progress.stop()  # a sharded evaluation's bar, when a launcher raised before the sweep's end
         EXIT_CODES.reset(token)
         sys.argv = command_line
         GlobalHydra.instance().clear()  # the next command (or a test's compose) starts afresh

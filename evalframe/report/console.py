@@ -61,8 +61,9 @@ def silenced(quiet: bool = True) -> Iterator[None]:
 
 
 @contextmanager
-def progress(total: int, stats: Stats) -> Iterator[Callable[[], None]]:
-    """A live bar (items done, model calls, cache hits, cost so far); silent when not in a terminal."""
+def progress(total: int, stats: Stats, shown: bool = True) -> Iterator[Callable[[], None]]:
+    """A live bar (items done, model calls, cache hits, cost so far); silent when not in a terminal,
+    or not `shown` (a shard of an evaluation, whose whole has a bar of its own: evalframe.sweep.progress)."""
     columns = (
         TextColumn("[bold]scoring"),
         BarColumn(),
@@ -71,7 +72,8 @@ def progress(total: int, stats: Stats) -> Iterator[Callable[[], None]]:
         TextColumn("[yellow]{task.fields[limits]}"),
         TimeElapsedColumn(),
     )
-    with Progress(*columns, console=console, disable=not console.is_terminal, transient=False) as bar:
+    hidden = not (shown and console.is_terminal)
+    with Progress(*columns, console=console, disable=hidden, transient=False) as bar:
         task = bar.add_task("scoring", total=total, calls=0, hits=0, cost=fmt_cost(0.0), limits="")
 
         def fields() -> dict[str, Any]:

@@ -118,7 +118,8 @@ def evaluate(
     todo = len(p.rows) - len(done)
     warm = warmup.of(p, ctx.stats)  # the imports the end needs, while the models answer
     try:
-        with report.progress(todo * (len(p.scorers) + p.target.reports_progress), ctx.stats) as advance:
+        steps = todo * (len(p.scorers) + p.target.reports_progress)
+        with report.progress(steps, ctx.stats, shown=config.get("shard") is None) as advance:
             ctx.advance = warm.counting(advance)
             result = flow.run_async(warm.during(execute(p, ctx, journal, done, keep_items(config))))
     except KeyboardInterrupt:

@@ -26,7 +26,7 @@ from evalframe.models.limits import PARALLEL_JOBS
 from evalframe.redaction import redact_overrides
 from evalframe.results.jobs import best_of, objective_of, read_jobs, swept_keys
 from evalframe.results.nouns import Objective
-from evalframe.sweep import shards
+from evalframe.sweep import progress, shards
 from evalframe.tracking.sweeps import PARENT_RUN, SWEPT
 
 EXIT_CODE = "exit_code"  # each job's exit code, in its directory
@@ -210,6 +210,9 @@ class SweepCallback(Callback):
                         overrides=overrides,
                         notes=notes,
                     )
+        sharded = shards.count(config)
+        if sharded is not None:
+            progress.show(sweep_dir, sharded)  # the whole evaluation's bar; the shards show none
         record = {"status": "running", "overrides": redact_overrides(overrides), "parent_run_id": parent}
         record |= {"handed": {k: os.environ[k] for k in HANDED if os.environ.get(k)}}  # for joined_job
         _write_marker(sweep_dir, {**record, "host": socket.gethostname(), "pid": os.getpid()})
@@ -219,6 +222,7 @@ class SweepCallback(Callback):
         from evalframe.sweep import holdout
         from evalframe.tracking import store, sweeps
 
+        progress.stop()  # a sharded evaluation's bar, as its shards left it
         sweep_dir = Path(config.hydra.sweep.dir)
         codes = EXIT_CODES.get()
         if codes is not None:
