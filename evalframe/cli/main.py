@@ -82,7 +82,8 @@ def _dispatch(args: list[str]) -> int:
             return run.hydra_app(command_line(rest, Path(scratch)))
     from evalframe.sweep import ray_cluster, shards
 
-    # -m shards=N: N jobs, one evaluation; a Ray cluster joined as Ray allows
+    # -m shards=N: N jobs, one evaluation; a Ray cluster joined as Ray allows, once it answers
+    ray_cluster.reachable(rest)
     return run.hydra_app(run.resumed_sweep(ray_cluster.joined(shards.expand(rest))))
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import socket
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -13,7 +15,8 @@ import pytest
 from hydra.types import RunMode
 
 from evalframe.sweep import callback
-from evalframe.sweep.ray_cluster import joined
+from evalframe.sweep.ray_cluster import joined, reachable
+from tests.conftest import run_cli
 
 STORE = "+hydra.launcher.ray.init.object_store_memory=null"
 
@@ -69,3 +72,32 @@ def test_a_job_without_the_sweeps_environment_takes_it_from_the_sweeps_record(
     monkeypatch.delenv(callback.SWEPT)
     callback.joined_job(job)
     assert os.environ[callback.PARENT_RUN] == "inherited" and callback.SWEPT not in os.environ
+
+
+RAY = ["-m", "shards=2", "scorer=exact_match", "hydra/launcher=ray"]
+
+
+def test_a_cluster_address_nothing_answers_at_is_one_line_before_anything_runs(tmp_path: Path) -> None:
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    started = time.monotonic()
+    done = run_cli([*RAY, f"hydra.launcher.ray.init.address=127.0.0.1:{port}"], tmp_path)
+    assert done.returncode == 2 and time.monotonic() - started < 10
+    where = f"127.0.0.1:{port}"
+    assert done.stderr.strip().splitlines() == [
+        f"error: hydra.launcher.ray.init.address={where}: no Ray cluster answers at {where} "
+        f"(Connection refused); start one there (`ray start --head --port={port}`) or give the address "
+        "`ray start` printed"
+    ]
+    assert not (tmp_path / "multirun").exists()  # nothing ran
+
+
+@pytest.mark.parametrize("form", ["{host}:{port}", "ray://{host}:{port}", "auto", "null"])
+def test_a_cluster_that_answers_or_no_address_at_all_passes(form: str) -> None:
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        address = form.format(host="127.0.0.1", port=listening.getsockname()[1])
+        reachable([*RAY, f"hydra.launcher.ray.init.address={address}"], timeout=1)
+    reachable(["-m", "hydra/launcher=joblib", "penalties.missing=0.1,0.2"])  # not Ray: nothing to check
