@@ -17,6 +17,7 @@ from hydra.types import RunMode
 from evalframe.sweep import callback
 from evalframe.sweep.ray_cluster import joined, reachable
 from tests.conftest import run_cli
+from tests.mlflow_server import free_port
 
 STORE = "+hydra.launcher.ray.init.object_store_memory=null"
 
@@ -78,9 +79,7 @@ RAY = ["-m", "shards=2", "scorer=exact_match", "hydra/launcher=ray"]
 
 
 def test_a_cluster_address_nothing_answers_at_is_one_line_before_anything_runs(tmp_path: Path) -> None:
-    with socket.socket() as closed:  # a port nothing listens on
-        closed.bind(("127.0.0.1", 0))
-        port = closed.getsockname()[1]
+    port = free_port()  # nothing listens on it
     started = time.monotonic()
     done = run_cli([*RAY, f"hydra.launcher.ray.init.address=127.0.0.1:{port}"], tmp_path)
     assert done.returncode == 2 and time.monotonic() - started < 10
