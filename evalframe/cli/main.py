@@ -50,12 +50,23 @@ def _split(args: list[str]) -> tuple[str, list[str]]:
 
 def _preload(args: list[str]) -> None:
     """Start importing litellm for a run or a re-score, while the command line is read, Hydra composes
-    the config and the rows are validated; not for what only prints."""
+    the config and the rows are validated; not for what only prints, nor for a sweep whose jobs run
+    in processes of their own."""
     command, rest = _split(args)
-    if command in ("run", "rescore") and not any(a in _NO_MODEL or a.startswith("--cfg=") for a in rest):
+    if command not in ("run", "rescore") or _jobs_elsewhere(rest):
+        return
+    if not any(a in _NO_MODEL or a.startswith("--cfg=") for a in rest):
         from evalframe.models import loader
 
         loader.preload()
+
+
+def _jobs_elsewhere(args: list[str]) -> bool:
+    """A sweep on a launcher other than Hydra's basic one (joblib's worker processes, Ray's): this
+    process calls no model, and litellm's import (~160 MiB, 2 s of CPU) would only sit beside its
+    jobs (a sharded run's shards) on the same cores and memory."""
+    launchers = [a.split("=", 1)[1] for a in args if a.lstrip("+").startswith("hydra/launcher=")]
+    return any(a in ("-m", "--multirun") for a in args) and bool(launchers) and launchers[-1] != "basic"
 
 
 def _dispatch(args: list[str]) -> int:
