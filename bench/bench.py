@@ -4,6 +4,7 @@
     python bench/bench.py --items 100 --skip embeddings
     python bench/bench.py --only start process batch --before /tmp/old-checkout   # side by side
     python bench/bench.py --only cpu --before /tmp/old-checkout   # client CPU per judge call, 3 runs each
+    python bench/bench.py --only start process cpu --ragas /tmp/ragas/bin/python   # beside RAGAS
 
 A fake OpenAI-compatible judge runs in its own process (so it does not share our GIL) with a fixed
 latency per request. Figures, not pass/fail: the tests assert call counts, never seconds.
@@ -581,6 +582,12 @@ def main() -> None:
     parser.add_argument(
         "--before", type=Path, help="another checkout (the branch point) to time side by side in (g), (h)"
     )
+    parser.add_argument(
+        "--ragas",
+        metavar="PYTHON",
+        help="an interpreter with RAGAS installed: its (g), (h) and (k) on the same judge, after ours "
+        "(bench/ragas_reference.py says how to make one)",
+    )
     args = parser.parse_args()
     run = set(args.only) - set(args.skip)
     codes = {"this": ROOT, **({"before": args.before.resolve()} if args.before else {})}
@@ -611,6 +618,17 @@ def main() -> None:
             bench_embeddings()
         if "embedrun" in run:
             bench_embedding_runs(codes, work)
+        if args.ragas:
+            import ragas_reference
+
+            ragas_reference.figures(
+                args.ragas,
+                lambda latency: judge_server(latency, responder="bench.ragas_reference:judge"),
+                work,
+                synthetic_dataset(work / "ragas.jsonl", args.items),
+                args.latency,
+                args.repeat,
+            )
 
 
 if __name__ == "__main__":

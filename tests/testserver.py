@@ -449,6 +449,7 @@ class _Handler(BaseHTTPRequestHandler):
                     "early": owner.early,
                     "arrivals": owner.arrivals,
                     "first": owner.first,  # wall clock of the first request's arrival (None: none yet)
+                    "peak_in_flight": owner.peak_in_flight,  # most requests in their latency at once
                     "batched": owner.batched,  # chat requests answered in batches (also in requests)
                     "batch_api": dict(owner.batch_api),  # calls of each batch endpoint
                 }
@@ -489,6 +490,7 @@ class RequestLog:
         self.first: float | None = None  # time.time() when the first request arrived
         self.batched = 0  # chat requests answered through the batch API
         self.batch_api: dict[str, int] = {}  # "upload", "create", "retrieve", "content" -> calls
+        self.in_flight = self.peak_in_flight = 0  # requests in their latency at once: now, at most
         self._lock = threading.Lock()
 
     def count(self, schema_name: str | None = None) -> int:
@@ -504,6 +506,7 @@ class RequestLog:
             self.first = None
             self.batched = 0
             self.batch_api = {}
+            self.peak_in_flight = self.in_flight
 
 
 class FakeLLMServer(RequestLog):
@@ -646,7 +649,14 @@ class FakeLLMServer(RequestLog):
             refused = self._admit(req, raw)
             if refused is not None:  # at once, as providers do: a 429 costs no model time
                 return h.send(429, _error_body(req.protocol, 429, "Rate limit reached for requests"), refused)
-        time.sleep(self.latency)  # per request; the threaded server lets concurrent sleeps overlap
+        with self._lock:
+            self.in_flight += 1
+            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+        try:
+            time.sleep(self.latency)  # per request; the threaded server lets concurrent sleeps overlap
+        finally:
+            with self._lock:
+                self.in_flight -= 1
         with self._lock:
             drawn = self._rng.random() < self.error_rate
             status = self._rng.choice(self.error_statuses) if drawn else 0

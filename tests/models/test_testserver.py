@@ -209,6 +209,7 @@ def test_latency_overlaps_across_concurrent_clients() -> None:
         elapsed = time.perf_counter() - start
     assert len(results) == 32 and s.count("Ans") == 32
     assert elapsed < 3.0  # serial would be >= 9.6 s
+    assert 2 <= s.peak_in_flight <= 32 and s.in_flight == 0  # overlapping, as the benchmark reports
 
 
 @contextlib.contextmanager
