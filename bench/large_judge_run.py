@@ -14,12 +14,16 @@ whole process tree's proportional set size, sampled every 0.2 s (`shards=2` runs
 processes: what the machine gives the evaluation is their sum; shared library pages counted once).
 Figures, not pass/fail: no test times this.
 
-Measured 2026-11-27 (2 cores shared with other work, load 6-12; both 100,000-row runs side by side):
-    rows      before (main dcd1d84)         after (branch flat)
-    2,000     517 MiB, 103 s                506 MiB, 101 s
-    100,000   642 MiB, 1,381 s (72 rows/s)  518 MiB, 1,267 s (79 rows/s)
-About 430 MiB of the peak are the libraries a logged run has loaded (litellm 164, mlflow with
-SQLAlchemy and alembic ~115, scipy 72, matplotlib 27 MiB, measured one import at a time).
+Measured 2026-11-27, one run after another on 2 cores with little else running (load ~1), 100,000 rows:
+    overrides after --                      before (5dbbff8)           after
+    (none: MLflow on SQLite)                604 MiB (594), 606 rows/s  509 MiB (501), 610 rows/s
+    tracking=none                           458 MiB (423), 705 rows/s  347 MiB (339), 709 rows/s
+    -m shards=2 hydra/launcher=joblib       590 MiB (1,365), 679 rows/s 497 MiB (1,188), 719 rows/s
+    -m shards=2 ... tracking=none                                      344 MiB (842), 903 rows/s
+(largest process's peak RSS; in brackets the process tree's summed PSS). After: the bootstrap's
+smaller batches (results/intervals.py) and no litellm in a sharded run's own process. What is left
+is the libraries: litellm, mlflow with pandas and pyarrow, its SQLite store, scipy.stats and
+matplotlib take 407 MiB imported into a bare Python.
 """
 
 from __future__ import annotations
