@@ -34,9 +34,8 @@ def test_litellm_is_preloaded_where_the_jobs_run(monkeypatch: pytest.MonkeyPatch
     # the command's own process calls no model, so it does not import litellm beside them.
     from evalframe.models import loader
 
-    main = importlib.import_module(
-        "evalframe.cli.main"
-    )  # the module: evalframe.cli.main is also its function
+    # The module (the package's attribute evalframe.cli.main is the function of that name).
+    main = importlib.import_module("evalframe.cli.main")
 
     started: list[str] = []
     monkeypatch.setattr(loader, "preload", lambda: started.append("litellm"))
