@@ -13,8 +13,9 @@ from evalframe.errors import ConfigError
 from evalframe.results import objective
 from evalframe.results.agreement import with_agreement
 from evalframe.results.intervals import with_intervals
-from evalframe.results.journal import LOGGED, MANIFEST, Journal, read_items
+from evalframe.results.journal import LOGGED, MANIFEST, Journal
 from evalframe.results.nouns import Verdict
+from evalframe.results.results_file import latest_items
 from evalframe.results.run import RunResult
 from evalframe.run import pipeline, tracked
 
@@ -51,13 +52,14 @@ def log_saved_run(directory: Path, tracking_cfg: Mapping[str, Any], again: bool 
         return 0
     saved = manifest["config"]
     saved["tracking"] = {**saved.get("tracking", {}), **tracking_cfg, "enabled": True}
-    items = read_items(journal.path)
-    result = RunResult(items=items, scorers=list(saved["scorers"]), keep=pipeline.keep_items(saved))
+    result = RunResult(items=[], scorers=list(saved["scorers"]), keep=pipeline.keep_items(saved))
+    for item in latest_items(journal.path):  # one at a time: the result keeps its first keep_items
+        result.add(item)
     with_intervals(result)
     with_agreement(result, saved)
     result.objective = objective.from_json(manifest.get("objective"))
     if gate := manifest.get("gate"):  # the verdict the run reached, recorded again in MLflow
         result.verdict = Verdict(int(gate["exit_code"]), tuple(gate["failed"]))
     result.facts = dict(manifest.get("about") or {})
-    print(f"logging {len(items)} items from {journal.path}", file=sys.stderr)
+    print(f"logging {result.count} items from {journal.path}", file=sys.stderr)
     return tracked.log(result, saved, journal, manifest.get("overrides"))

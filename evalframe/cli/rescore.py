@@ -35,8 +35,9 @@ from evalframe.models.calls import StepResult, Usage
 from evalframe.models.context import Context
 from evalframe.report import console as report
 from evalframe.results.intervals import paired
-from evalframe.results.journal import RESULTS, Journal, read_items
+from evalframe.results.journal import RESULTS, Journal
 from evalframe.results.nouns import ItemResult, Objective
+from evalframe.results.results_file import Finished, read_items
 from evalframe.results.run import RunResult
 from evalframe.results.summary import fmt, fmt_interval
 from evalframe.run.earlier import row_of
@@ -209,7 +210,7 @@ def culprits(old: list[str], new: list[str], items: list[ItemResult], source: st
             with tempfile.TemporaryDirectory() as scratch:
                 journal = Journal(Path(scratch))
                 journal.start({}, len(p.rows))
-                run_async(execute(p, ctx, journal, []))
+                run_async(execute(p, ctx, journal, Finished()))
                 journal.close()
         except ReplayMiss:
             found.append(override)

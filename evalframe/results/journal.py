@@ -13,14 +13,14 @@ import itertools
 import json
 import math
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
 from evalframe.errors import ConfigError, StorageError
-from evalframe.models.calls import StepResult, Usage
 from evalframe.redaction import redact, redact_overrides
-from evalframe.results.nouns import ItemResult, Judgment, Objective, ScoreResult, Verdict
+from evalframe.results.nouns import ItemResult, Objective, Verdict
+from evalframe.results.results_file import Finished
 
 RESULTS = "results.jsonl"
 LOGGED = "mlflow_run_id"  # in run.json once the run is in MLflow
@@ -58,69 +58,6 @@ def fingerprint(config: dict[str, Any]) -> str:
     config = redact(config)
     essential = {k: v for k, v in config.items() if k not in _NOT_FINGERPRINTED}
     return hashlib.sha256(json.dumps(essential, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-def _step(d: dict[str, Any]) -> StepResult:
-    usage = d.get("usage") or {}
-    if "cost" in usage and usage["cost"] is None:  # stored as null: unknown (a model without a price)
-        usage = {**usage, "cost": math.nan}
-    return StepResult(**{**d, "usage": Usage(**usage)})
-
-
-def item_from_json(d: dict[str, Any]) -> ItemResult:
-    scores = {
-        name: ScoreResult(
-            score=float("nan") if r["score"] is None else r["score"],
-            reason=r["reason"],
-            steps=[_step(s) for s in r.get("steps", [])],
-            details=r.get("details") or {},
-            error=r.get("error"),
-            judgments=[
-                Judgment(**{**j, "score": float("nan") if j["score"] is None else j["score"]})
-                for j in r.get("judgments") or []
-            ],
-            not_applicable=bool(r.get("not_applicable")),
-        )
-        for name, r in d.get("scores", {}).items()
-    }
-    target = d.get("target_step")
-    return ItemResult(
-        id=d["id"],
-        input=d["input"],
-        ground_truth=d.get("ground_truth"),
-        output=d["output"],
-        scores=scores,
-        target_step=_step(target) if target else None,
-        target_error=d.get("target_error"),
-        human=d.get("human"),
-        record=d.get("record") or {},
-        trace_id=d.get("trace_id"),
-        retriever_span_id=d.get("retriever_span_id"),
-        conversation=d.get("conversation"),
-    )
-
-
-def read_items(path: Path) -> list[ItemResult]:
-    """Finished items of a results file; a line torn by a kill mid-write is ignored (it is redone)."""
-    return list({item.id: item for item in iter_items(path)}.values())
-
-
-def iter_items(path: Path) -> Iterator[ItemResult]:
-    """The finished items of a results file in its order, read a line at a time (a large run's file is
-    never held whole); a line torn by a kill mid-write is skipped."""
-    return (item for item, _ in iter_lines(path))
-
-
-def iter_lines(path: Path) -> Iterator[tuple[ItemResult, str]]:
-    """iter_items with each item's line as written (a merge copies it as it is)."""
-    if not path.is_file():
-        return
-    with path.open(encoding="utf-8") as lines:
-        for line in lines:
-            try:
-                yield item_from_json(json.loads(line)), line
-            except (ValueError, KeyError, TypeError):
-                continue
 
 
 class Journal:
@@ -194,12 +131,12 @@ class Journal:
             f"resume={self.directory}"
         )
 
-    def resumed(self, inputs: str) -> list[ItemResult]:
-        """The items a run being resumed finished, once its inputs are checked and a torn last line
-        is set aside."""
+    def resumed(self, inputs: str, scorers: Collection[str]) -> Finished:
+        """The items a run being resumed finished by all its `scorers` (the others are scored again),
+        once its inputs are checked and a torn last line is set aside."""
         self.check_inputs(inputs)
         self.set_aside_torn_line()
-        return read_items(self.path)
+        return Finished(self.path, scorers)
 
     def started_at(self) -> float | None:
         """When the run being resumed first started (seconds since the epoch; None: not recorded). A

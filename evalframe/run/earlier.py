@@ -25,8 +25,9 @@ from evalframe.data import handed as handover, rows as data, traces
 from evalframe.data.conversations import conversation_of
 from evalframe.data.values import LISTS, as_text, lists_of
 from evalframe.errors import ConfigError, DataError
-from evalframe.results.journal import MANIFEST, RESULTS, iter_items
+from evalframe.results.journal import MANIFEST, RESULTS
 from evalframe.results.nouns import ItemResult
+from evalframe.results.results_file import iter_items
 from evalframe.tracking.read import fetch_run
 
 FIX = (

@@ -14,6 +14,7 @@ from typing import Any, TypeVar, cast
 
 from evalframe.data.rows import Row
 from evalframe.results.nouns import ItemResult
+from evalframe.results.results_file import Finished
 from evalframe.results.run import RunResult
 
 Score = Callable[[list[Row], Callable[[ItemResult], None]], Awaitable[None]]
@@ -67,7 +68,7 @@ async def run(
     rows: Iterable[Row],
     score: Score,
     result: RunResult,
-    finished: dict[str, ItemResult],
+    finished: Finished,
     chunk: int,
     most: int,
 ) -> None:

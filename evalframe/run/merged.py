@@ -14,7 +14,8 @@ from typing import Any
 from evalframe.errors import EXIT_USAGE
 from evalframe.report import console as report, html as html_report
 from evalframe.results import gate, objective as objectives, summary as summaries
-from evalframe.results.journal import RESULTS, Journal, iter_lines
+from evalframe.results.journal import RESULTS, Journal
+from evalframe.results.results_file import iter_lines
 from evalframe.results.run import RunResult
 from evalframe.run.pipeline import aggregate, keep_items, merging
 from evalframe.tracking import log as tracking, sweeps

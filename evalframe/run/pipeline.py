@@ -23,6 +23,7 @@ from evalframe.report import console as report, html as html_report
 from evalframe.results import agreement, gate, intervals, objective as objectives, summary as summaries
 from evalframe.results.journal import Journal
 from evalframe.results.nouns import RAW_REPLY_LIMIT, ItemResult, Objective, ScoreResult
+from evalframe.results.results_file import Finished
 from evalframe.results.run import RunResult
 from evalframe.run import flow, reuse, tracked, warmup
 from evalframe.run.planning import Given, Plan, plan
@@ -30,7 +31,7 @@ from evalframe.tracking import sweeps
 
 
 async def execute(
-    plan: Plan, ctx: Context, journal: Journal, done: list[ItemResult], keep: int | None = None
+    plan: Plan, ctx: Context, journal: Journal, done: Finished, keep: int | None = None
 ) -> RunResult:
     """Score the rows as a continuous flow (evalframe.flow), each item journaled as it finishes; items
     already done (resume) are counted, not redone; `keep` caps the items the result holds."""
@@ -42,7 +43,7 @@ async def execute(
     sizes = flow.sizes(window, window if batched else int(plan.config.get("concurrency", 8)), chunks)
 
     score: flow.Score = lambda rows, add: _score_rows(plan, ctx, journal, rows, add)  # noqa: E731
-    await flow.run(plan.rows, score, result, {item.id: item for item in done}, *sizes)
+    await flow.run(plan.rows, score, result, done, *sizes)
     return result
 
 
@@ -155,10 +156,10 @@ def _gate(result: RunResult, config: Mapping[str, Any]) -> tuple[int, list[gate.
     return gate.evaluate(result, config.get("gate") or {}, float(config.get("max_unscored_rate", 0.1)))
 
 
-def _journal(p: Plan, journal: Journal, resume: bool, overrides: list[str] | None) -> list[ItemResult]:
+def _journal(p: Plan, journal: Journal, resume: bool, overrides: list[str] | None) -> Finished:
     """Start the run's journal, or continue a resumed run's: its rows checked to be those it started on,
     and the items it finished (by every scorer), which are not scored again."""
-    done = [i for i in journal.resumed(p.inputs) if set(i.scores) == set(p.scorers)] if resume else []
+    done = journal.resumed(p.inputs, p.scorers) if resume else Finished()
     if resume:
         print(
             f"resuming {journal.directory}: {len(done)} of {len(p.rows)} items already done", file=sys.stderr

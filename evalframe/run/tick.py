@@ -19,6 +19,7 @@ from evalframe.errors import DataError
 from evalframe.models.cache import Cache
 from evalframe.models.context import Context
 from evalframe.results.journal import Journal
+from evalframe.results.results_file import Finished
 from evalframe.results.run import RunResult
 from evalframe.run import flow, pipeline
 from evalframe.tracking import feedback, watcher
@@ -70,7 +71,7 @@ def run(config: Mapping[str, Any], directory: Path, run_id: str, resume: bool) -
             return tick
         raise
     journal = Journal(directory)
-    done = [i for i in journal.resumed(p.inputs) if set(i.scores) == set(p.scorers)] if resume else []
+    done = journal.resumed(p.inputs, p.scorers) if resume else Finished()
     digests = p.unjudged.digests if p.unjudged else {}
     journal.start(config, len(p.rows), resume, None, p.inputs, digests)
     cache_cfg = config.get("cache") or {}

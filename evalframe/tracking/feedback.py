@@ -32,8 +32,8 @@ from typing import Any
 from evalframe.data import judged
 from evalframe.redaction import scrub_text
 from evalframe.results import summary
-from evalframe.results.journal import iter_items
 from evalframe.results.nouns import ItemResult, ScoreResult
+from evalframe.results.results_file import iter_items
 from evalframe.tracking.store import display_uri, fluent_store, store_uri, unavailable
 from evalframe.tracking.trace_records import SESSION
 

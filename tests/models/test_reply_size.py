@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from evalframe.cli.rescore import replayed
-from evalframe.results.journal import read_items
+from evalframe.results.results_file import read_items
 from evalframe.run import pipeline
 from evalframe.tracking.log import prompts_log
 from tests.conftest import compose, fake_model

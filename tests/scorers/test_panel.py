@@ -14,8 +14,8 @@ import pytest
 from evalframe.cli.rescore import replayed
 from evalframe.errors import ConfigError
 from evalframe.results.agreement import between_judges, krippendorff_alpha
-from evalframe.results.journal import read_items
 from evalframe.results.nouns import ScoreResult
+from evalframe.results.results_file import read_items
 from evalframe.results.run import RunResult
 from evalframe.results.table import items_table
 from evalframe.run import pipeline

@@ -14,8 +14,8 @@ import pytest
 from evalframe.cli import rescore
 from evalframe.data.values import ToolCall
 from evalframe.errors import ConfigError
-from evalframe.results.journal import read_items
 from evalframe.results.nouns import ScoreResult
+from evalframe.results.results_file import read_items
 from evalframe.results.table import items_table
 from evalframe.run import pipeline
 from evalframe.scorers.tool_calls import ToolCallAccuracy

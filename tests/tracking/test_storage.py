@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import errno
 import sqlite3
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from evalframe.models.cache import Cache
+from evalframe.results.journal import Journal
+from evalframe.results.nouns import ItemResult, ScoreResult
+from evalframe.results.results_file import Finished, latest_items, read_items
 from evalframe.run import pipeline
 from tests.conftest import compose, fake_model
 from tests.scripted import ScriptedModel
@@ -489,3 +493,35 @@ def test_resume_true_finds_the_sweep_whatever_the_order_of_its_overrides(tmp_pat
             threshold,
         )
     assert len(list(tmp_path.glob("multirun/*/*/sweep.json"))) == 2  # no new sweep
+
+
+def test_a_large_results_file_is_read_back_one_item_at_a_time(tmp_path: Path) -> None:
+    # What log-run reads (every item, each id's last line, in the order the ids came) without holding
+    # every item: a 100,000-item run's file read whole took 914 MiB to log again.
+    journal = Journal(tmp_path)
+    journal.start({"scorers": {}}, 3000)
+    for i in range(3000):
+        journal.append(ItemResult(f"r{i}", "question", None, "x" * 5000, {"s": ScoreResult(i / 3000, "ok")}))
+    journal.append(ItemResult("r5", "question", None, "redone", {"s": ScoreResult(1.0, "again")}))
+    journal.close()
+    with journal.path.open("a") as f:
+        f.write('{"id": "torn", "inp')  # a kill mid-write: skipped, as ever
+    tracemalloc.start()
+    try:
+        ids, outputs = [], {}
+        for item in latest_items(journal.path):
+            ids.append(item.id)
+            outputs[item.id] = item.output[:6]
+        streamed = tracemalloc.get_traced_memory()[1]
+        whole = read_items(journal.path)
+        held = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert ids == [item.id for item in whole] == [f"r{i}" for i in range(3000)]
+    assert outputs["r5"] == "redone" and outputs["r6"] == "xxxxxx"  # the redone item, where r5 first came
+    assert streamed < 5 * 2**20 < 15 * 2**20 < held, (streamed, held)  # every output is 15 MB together
+    # A resume holds where the finished items are, reading each when its row comes.
+    done = Finished(journal.path, {"s"})
+    assert len(done) == 3000 and "r5" in done and "torn" not in done
+    assert done.pop("r5").output == "redone" and "r5" not in done and len(done) == 2999
+    assert len(Finished(journal.path, {"s", "other"})) == 0  # finished by every scorer, or scored again
