@@ -182,13 +182,13 @@ def cli_run(code: Path, args: list[str], cwd: Path, env: dict[str, str]) -> floa
     return time.perf_counter() - started
 
 
-def import_litellm(env: dict[str, str]) -> float:
-    """Seconds from starting `python -c "import litellm"` to the import's end (the interpreter's exit
-    not counted), with the price map bundled as evalframe's loader has it."""
+def import_seconds(module: str, env: dict[str, str], python: str = sys.executable) -> float:
+    """Seconds from starting `python -c "import MODULE"` to the import's end (the interpreter's exit
+    not counted)."""
     started = time.time()
     done = subprocess.run(
-        [sys.executable, "-c", "import time, litellm; print(repr(time.time()))"],
-        env={**env, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
+        [python, "-c", f"import time, {module}; print(repr(time.time()))"],
+        env=env,
         check=True,
         capture_output=True,
         text=True,
@@ -202,7 +202,8 @@ def bench_start(codes: dict[str, Path], work: Path, repeat: int = 3) -> None:
     for name, code in codes.items():
         times, imports = [], []
         for i in range(repeat):
-            imports.append(import_litellm(dict(os.environ)))
+            # with the price map bundled, as evalframe's loader has it
+            imports.append(import_seconds("litellm", {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}))
             with judge_server(0.2) as base:
                 cwd = work / f"start-{name}-{i}"
                 cwd.mkdir()
@@ -624,6 +625,7 @@ def main() -> None:
             ragas_reference.figures(
                 args.ragas,
                 lambda latency: judge_server(latency, responder="bench.ragas_reference:judge"),
+                import_seconds,
                 work,
                 synthetic_dataset(work / "ragas.jsonl", args.items),
                 args.latency,

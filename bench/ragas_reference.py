@@ -93,29 +93,19 @@ def run(python: str, base: str, data: Path, in_flight: int, work: Path) -> dict[
     return {**json.loads(out.read_text()), "started": started, "seconds": seconds, "cpu": cpu}
 
 
-def import_ragas(python: str) -> float:
-    """Seconds from starting `python -c "import ragas"` to the import's end."""
-    started = time.time()
-    done = subprocess.run(
-        [python, "-c", "import time, ragas; print(repr(time.time()))"],
-        env={**os.environ, "RAGAS_DO_NOT_TRACK": "true"},
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return float(done.stdout.split()[-1]) - started
-
-
-def figures(python: str, server: Any, work: Path, data: Path, latency: float, repeat: int) -> None:
+def figures(
+    python: str, server: Any, import_seconds: Any, work: Path, data: Path, latency: float, repeat: int
+) -> None:
     """Print RAGAS's (g) first request after process start beside `import ragas` alone, (h) whole
     process / limit at 8 and 32 in flight, and (k) client CPU per judge call, `repeat` runs each.
-    `server(latency)` is bench.py's judge_server with this module's judge."""
+    `server(latency)` is bench.py's judge_server with this module's judge; `import_seconds` is
+    bench.py's, which times (g)'s `import litellm` the same way."""
     firsts, imports, after_import = [], [], []
     ratios: dict[int, list[float]] = {8: [], 32: []}
     per_call: list[tuple[float, float]] = []
     for i in range(repeat):
         for in_flight in (8, 32):
-            imports.append(import_ragas(python))
+            imports.append(import_seconds("ragas", {**os.environ, "RAGAS_DO_NOT_TRACK": "true"}, python))
             with server(latency) as base:
                 r = run(python, base, data, in_flight, work)
                 with urlopen(f"{base}/_stats") as response:

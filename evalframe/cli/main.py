@@ -64,7 +64,9 @@ def _preload(args: list[str]) -> None:
 def _jobs_elsewhere(args: list[str]) -> bool:
     """A sweep on a launcher other than Hydra's basic one (joblib's worker processes, Ray's): this
     process calls no model, and litellm's import (~160 MiB, 2 s of CPU) would only sit beside its
-    jobs (a sharded run's shards) on the same cores and memory."""
+    jobs (a sharded run's shards) on the same cores and memory. Read from the strings, as _NO_MODEL is:
+    Hydra's override parser (config.compose.multirun_overrides) takes ~0.15 s to import, which would
+    hold back the import it decides on."""
     launchers = [a.split("=", 1)[1] for a in args if a.lstrip("+").startswith("hydra/launcher=")]
     return any(a in ("-m", "--multirun") for a in args) and bool(launchers) and launchers[-1] != "basic"
 

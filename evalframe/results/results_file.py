@@ -8,7 +8,7 @@ import json
 import math
 from collections.abc import Collection, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from evalframe.models.calls import StepResult, Usage
 from evalframe.results.nouns import ItemResult, Judgment, ScoreResult
@@ -70,8 +70,13 @@ def latest_items(path: Path) -> Iterator[ItemResult]:
         return
     with path.open("rb") as lines:
         for start, _ in last.values():
-            lines.seek(start)
-            yield item_from_json(json.loads(lines.readline()))
+            yield _item_at(lines, start)
+
+
+def _item_at(lines: BinaryIO, start: int) -> ItemResult:
+    """The item on the line that starts at byte `start`."""
+    lines.seek(start)
+    return item_from_json(json.loads(lines.readline()))
 
 
 def _last_lines(path: Path) -> dict[str, tuple[int, frozenset[str]]]:
@@ -100,8 +105,7 @@ class Finished:
     def pop(self, id_: str) -> ItemResult:
         assert self.path is not None  # an id is only found in a journal that was read
         with self.path.open("rb") as lines:
-            lines.seek(self._at.pop(id_))
-            return item_from_json(json.loads(lines.readline()))
+            return _item_at(lines, self._at.pop(id_))
 
 
 def iter_items(path: Path) -> Iterator[ItemResult]:
