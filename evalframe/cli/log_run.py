@@ -17,7 +17,8 @@ from evalframe.results.journal import LOGGED, MANIFEST, Journal
 from evalframe.results.nouns import Verdict
 from evalframe.results.results_file import latest_items
 from evalframe.results.run import RunResult
-from evalframe.run import pipeline, tracked
+from evalframe.run import modes, pipeline
+from evalframe.run.sinks import Concluded, publish
 
 USAGE = "usage: evalframe log-run RUN_DIR [--again] [tracking.uri=...]"
 
@@ -62,4 +63,4 @@ def log_saved_run(directory: Path, tracking_cfg: Mapping[str, Any], again: bool 
         result.verdict = Verdict(int(gate["exit_code"]), tuple(gate["failed"]))
     result.facts = dict(manifest.get("about") or {})
     print(f"logging {result.count} items from {journal.path}", file=sys.stderr)
-    return tracked.log(result, saved, journal, manifest.get("overrides"))
+    return publish(Concluded(result, saved, journal, manifest.get("overrides")), modes.LOGGED.sinks(saved))

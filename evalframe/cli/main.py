@@ -92,7 +92,8 @@ def _dispatch(args: list[str]) -> int:
         from evalframe.cli.rescore import command_line
 
         with tempfile.TemporaryDirectory(prefix="evalframe-") as scratch:  # the logged run's download
-            return run.hydra_app(command_line(rest, Path(scratch)))
+            run_id, line = command_line(rest, Path(scratch))
+            return run.hydra_app(line, rescoring=run_id)
     from evalframe.sweep import ray_cluster, shards
 
     # -m shards=N: N jobs, one evaluation; a Ray cluster joined as Ray allows, once it answers

@@ -59,10 +59,10 @@ def _finished_job(directory: Path, config: dict[str, Any]) -> int:
     return int(code_file.read_text())
 
 
-def run(cfg: DictConfig) -> tuple[int, float]:
-    """Hydra's task: resolve the config, run the mode it asks for, and turn every outcome into an
-    exit code. Also returns the run's objective for a sweeper such as Optuna (the worst value when
-    there is none)."""
+def run(cfg: DictConfig, rescoring: str | None = None) -> tuple[int, float]:
+    """Hydra's task: resolve the config, run the mode the command chose (`rescoring`: the logged run a
+    re-score replays) or the config asks for (watch), and turn every outcome into an exit code. Also
+    returns the run's objective for a sweeper such as Optuna (the worst value when there is none)."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
     from omegaconf import OmegaConf
@@ -100,7 +100,7 @@ def run(cfg: DictConfig) -> tuple[int, float]:
         config = configs.resolve(cfg, overrides)
         redaction.remember(config)
         scrub_hydra_files()
-        return _job(config, hydra_cfg, output_dir, overrides, failed)
+        return _job(config, hydra_cfg, output_dir, overrides, failed, rescoring)
     except EvalframeError as e:
         print(f"error: {e}", file=sys.stderr)
         if e.exit_code == EXIT_USAGE:
@@ -119,10 +119,15 @@ def run(cfg: DictConfig) -> tuple[int, float]:
 
 
 def _job(
-    config: dict[str, Any], hydra_cfg: Any, output_dir: Path, overrides: list[str], failed: Objective
+    config: dict[str, Any],
+    hydra_cfg: Any,
+    output_dir: Path,
+    overrides: list[str],
+    failed: Objective,
+    rescoring: str | None,
 ) -> tuple[int, float]:
-    """The job the resolved config asks for: a re-score, a resumed sweep's job, or a run (resumed or
-    new). Its exit code and the objective a sweeper reads."""
+    """The job: a re-score, a watcher, a resumed sweep's job, or a run (resumed or new). Its exit code
+    and the objective a sweeper reads."""
     from hydra.types import RunMode
 
     from evalframe.results import objective as objectives
@@ -130,10 +135,10 @@ def _job(
     from evalframe.run import pipeline
     from evalframe.sweep.callback import require_multirun
 
-    if config.get("rescore"):
-        from evalframe.cli import rescore
+    if rescoring is not None:
+        from evalframe.run import rescore
 
-        code, objective = rescore.main(config, output_dir, overrides)
+        code, objective = rescore.main(rescoring, config, output_dir, overrides)
         return code, _returned(objective or failed, hydra_cfg)
     if (config.get("watch") or {}).get("every") is not None:
         return _watch(config, hydra_cfg, output_dir), failed.worst
@@ -197,8 +202,9 @@ def discard_unused(output_dir: Path, hydra_files: Path) -> None:
             break
 
 
-def hydra_app(argv: list[str]) -> int:
-    """Run `argv` (Hydra's command line: flags and overrides) as a run or a sweep; its exit code."""
+def hydra_app(argv: list[str], rescoring: str | None = None) -> int:
+    """Run `argv` (Hydra's command line: flags and overrides) as a run or a sweep, each job a re-score
+    of the logged run `rescoring` when given; its exit code."""
     from hydra.core.global_hydra import GlobalHydra
 
     from evalframe.sweep import progress
@@ -208,7 +214,7 @@ def hydra_app(argv: list[str]) -> int:
 
     @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
     def task(cfg: DictConfig) -> float:
-        code, objective = run(cfg)
+        code, objective = run(cfg, rescoring)
         record_exit_code(code)  # a parallel sweep's job runs in another process: leave it on disk
         codes.append(code)
         return objective  # what a sweeper optimises (Optuna reads the task's return value)

@@ -1,8 +1,8 @@
 """A sharded evaluation made whole (`evalframe -m shards=N ...`): the shards' journals read back into one
 run, as if it had been scored in one process: every item in one results.jsonl and run.json in the
 sweep directory, the metrics, intervals and agreement recomputed over all items, the gate decided on
-them (each shard passed its own: evalframe.run.pipeline), report.html, and the whole logged into the
-sweep's MLflow parent run."""
+them (each shard passed its own: evalframe.run.modes.SHARD), then published as a whole run is:
+report.html, the console, the sweep's MLflow parent run and the verdicts onto traces."""
 
 from __future__ import annotations
 
@@ -12,13 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from evalframe.errors import EXIT_USAGE
-from evalframe.report import console as report, html as html_report
-from evalframe.results import gate, objective as objectives, summary as summaries
+from evalframe.results import objective as objectives
 from evalframe.results.journal import RESULTS, Journal
 from evalframe.results.results_file import iter_lines
 from evalframe.results.run import RunResult
-from evalframe.run.pipeline import aggregate, keep_items, merging
-from evalframe.tracking import log as tracking, sweeps
+from evalframe.run import modes
+from evalframe.run.pipeline import aggregate, conclude, keep_items
+from evalframe.run.sinks import publish
 
 SHARD_KEYS = ("shard", "shards")
 
@@ -55,36 +55,19 @@ def merge(
     parent: str | None,
     overrides: list[str],
 ) -> int:
-    """Merge the shards of the sweep in `sweep_dir` into one run there; print its summary and gate and
-    log it into the `parent` run. Returns the exit code of the whole: the gate's, or 3 when MLflow
-    could not take it. Every shard has finished (`unfinished` is empty)."""
+    """Merge the shards of the sweep in `sweep_dir` into one run there and publish it as a whole run
+    (evalframe.run.modes.MERGE: report.html, summary and gate, the sweep's `parent` MLflow run, the
+    verdicts onto traces, which no shard writes). Returns the exit code of the whole: the gate's, or 3
+    when MLflow could not take it. Every shard has finished (`unfinished` is empty)."""
     manifests = [Journal(d).manifest for d in shard_dirs(sweep_dir)[:shards]]
-    config = {**manifests[0]["config"], "shard": None, "tracking": dict(tracking_cfg)}
-    result, journal = _result(sweep_dir, manifests, config, overrides)
-    code, checks = gate.evaluate(
-        result, config.get("gate") or {}, float(config.get("max_unscored_rate", 0.1))
-    )
-    result.verdict, result.facts = gate.verdict(code, checks), summaries.facts(config, result)
-    journal.finish(result.means, result.objective, result.verdict, result.facts, merging(result))
-    html_report.write_run_report(result, sweep_dir, sweeps.run_name(config))
-    report.console.print(
-        f"shards: {shards} of {shards} finished; the whole evaluation, {result.count} items:",
-        soft_wrap=True,
-        markup=False,
-        highlight=False,
-    )
-    report.summary(summaries.Summary.of(result), journal.path)
-    report.gate(code, checks)
-    if not (tracking_cfg.get("enabled") and parent):
-        return code
+    tracking = {**tracking_cfg, "enabled": bool(tracking_cfg.get("enabled") and parent)}  # into its parent
+    config = {**manifests[0]["config"], "shard": None, "tracking": tracking}
     whole = [o for o in overrides if o.split("=", 1)[0].lstrip("+~") not in SHARD_KEYS]
-    with report.notes() as notes:
-        logged_code, _ = tracking.log(
-            result, config, journal.path, whole, {"evalframe.shards": str(shards)}, notes=notes, into=parent
-        )
-    if result.run_id:
-        journal.logged(result.run_id)
-    return code or logged_code
+    result, journal = _result(sweep_dir, manifests, config, overrides)
+    run = conclude(result, config, journal, modes.MERGE, whole)
+    run.tags, run.into = {"evalframe.shards": str(shards)}, parent
+    run.heading = f"shards: {shards} of {shards} finished; the whole evaluation, {result.count} items:"
+    return publish(run, modes.MERGE.sinks(config))
 
 
 def _result(

@@ -1,6 +1,13 @@
-"""The pipeline, top to bottom: plan (config -> target, scorers, validated rows: evalframe.run.planning),
-execute (rows -> outputs -> scores, journaled item by item), aggregate (agreement, objective), then the
-results go to the console, report.html and MLflow.
+"""One run, assembled once: plan (config -> target, scorers, validated rows: evalframe.run.planning),
+execute (rows -> outputs -> scores, journaled item by item: evalframe.run.execution), aggregate
+(intervals, agreement, objective), conclude (the gate's verdict, the record finished) and publish (the
+mode's sinks: report.html, console, MLflow, verdicts onto traces: evalframe.run.sinks).
+
+Every way of making a run goes through here, a mode (evalframe.run.modes) choosing what differs: a plain
+run, a resume and an API call (`evaluate`), a sweep's job and a shard (the mode from the config), a watch
+tick (`run_plan` on the tick's rows), a re-score (its rows, outputs and replies given), the hold-out
+check, and the merge of shards and `evalframe log-run` (`conclude` and `publish` of a result read back).
+The run's shared state (Context) is built here only.
 
 Everything that can be checked is checked before the first model call: config, credentials, every
 dataset row and every prompt template.
@@ -10,83 +17,27 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from evalframe import redaction
-from evalframe.data import rows as data
 from evalframe.errors import EXIT_INTERRUPTED, EXIT_OK
 from evalframe.models.cache import Cache
 from evalframe.models.context import Context
-from evalframe.report import console as report, html as html_report
+from evalframe.report import console as report
 from evalframe.results import agreement, gate, intervals, objective as objectives, summary as summaries
 from evalframe.results.journal import Journal
-from evalframe.results.nouns import RAW_REPLY_LIMIT, ItemResult, Objective, ScoreResult
+from evalframe.results.nouns import Objective
 from evalframe.results.results_file import Finished
 from evalframe.results.run import RunResult
-from evalframe.run import flow, reuse, tracked, warmup
+from evalframe.run import flow, modes, reuse, warmup
+from evalframe.run.execution import execute
+from evalframe.run.modes import Mode
 from evalframe.run.planning import Given, Plan, plan
-from evalframe.tracking import sweeps
+from evalframe.run.sinks import Concluded, publish
 
-
-async def execute(
-    plan: Plan, ctx: Context, journal: Journal, done: Finished, keep: int | None = None
-) -> RunResult:
-    """Score the rows as a continuous flow (evalframe.flow), each item journaled as it finishes; items
-    already done (resume) are counted, not redone; `keep` caps the items the result holds."""
-    lower = frozenset(name for name, s in plan.scorers.items() if s.better == "lower")
-    result = RunResult(items=[], scorers=list(plan.scorers), keep=keep, lower_better=lower)
-    chunks = [plan.target.chunk, *(s.chunk for s in plan.scorers.values())]
-    window = data.window_size(plan.config)  # a batched judge gets a window of rows in each of its batches
-    batched = any(m.batch for s in plan.scorers.values() for m in s.models())
-    sizes = flow.sizes(window, window if batched else int(plan.config.get("concurrency", 8)), chunks)
-
-    score: flow.Score = lambda rows, add: _score_rows(plan, ctx, journal, rows, add)  # noqa: E731
-    await flow.run(plan.rows, score, result, done, *sizes)
-    return result
-
-
-async def _score_rows(
-    plan: Plan, ctx: Context, journal: Journal, todo: list[data.Row], add: Callable[[ItemResult], None]
-) -> None:
-    """Produce the outputs of `todo`, score them with every scorer concurrently, journal and `add`
-    each item the moment its last scorer returns its result."""
-    items: dict[str, ItemResult] = {}
-    waiting: dict[str, set[str]] = {}
-    raw_limit = int(plan.config.get("raw_reply_limit") or RAW_REPLY_LIMIT)
-
-    def record(scorer: str, row: data.Row, result: ScoreResult) -> None:
-        item = items[row.id]
-        item.scores[scorer] = result
-        waiting[row.id].discard(scorer)
-        if not waiting[row.id]:
-            items[row.id] = item = redaction.scrubbed(item.stored(raw_limit))  # no key; a huge reply once
-            journal.append(item)
-            add(items.pop(row.id))
-        ctx.advance()
-
-    async def finish(scorer: str, row: data.Row, pending: Awaitable[ScoreResult]) -> None:
-        record(scorer, row, await pending)
-
-    produced = await plan.target.outputs(todo, ctx)
-    ready: list[tuple[data.Row, str]] = []
-    for row, output, step in plan.target.handed(todo, produced, plan.scorers):
-        fields = (row.id, row.input, row.ground_truth, output)
-        item = ItemResult(*fields, target_step=step, human=row.human, record=dict(row.extra))
-        item.trace_id, item.retriever_span_id = row.trace_id, row.retriever_span_id
-        item.conversation = row.messages.as_records() if row.messages else None  # what its judges judged
-        items[row.id], waiting[row.id] = item, set(plan.scorers)
-        if step and step.error:
-            # An output that could not be produced is unscored by every scorer, never scored as empty.
-            item.target_error = step.error
-            for name in plan.scorers:
-                record(name, row, ScoreResult.unscored(f"target: {step.error}"))
-        else:
-            ready.append((row, output))
-    found = plan.unjudged.digests if plan.unjudged else {}  # a verdict on the trace already: not asked
-    pending = reuse.ask(plan.scorers, found, ready, ctx, record)
-    await asyncio.gather(*(finish(name, row, result) for name, row, result in pending))
+Annotate = Callable[[RunResult], Mapping[str, str]]  # tags for the MLflow run, once the result is known
 
 
 def evaluate(
@@ -95,65 +46,79 @@ def evaluate(
     resume_from: Path | None = None,
     overrides: list[str] | None = None,
     given: Given | None = None,
-    annotate: Callable[[RunResult], Mapping[str, str]] | None = None,
+    annotate: Annotate | None = None,
+    mode: Mode | None = None,
 ) -> tuple[RunResult, int]:
-    """Run a resolved config end to end: plan, execute (journaling each item), aggregate, then print,
-    write report.html, gate and log to MLflow. Returns the result and the exit code (gate, unscored
-    rate, tracking). `annotate` gives tags for the MLflow run once the result is known."""
+    """Run a resolved config end to end in `mode` (default: as the config says, modes.of). Returns the
+    result and the exit code (gate, unscored rate, tracking)."""
     redaction.remember(config)  # the command line did too; the Python API starts here
-    journal = Journal(resume_from or output_dir)
-    started = journal.started_at() if resume_from else None  # a resumed run reads the same traces
+    directory = resume_from or output_dir
+    started = Journal(directory).started_at() if resume_from else None  # a resumed run reads the same traces
     p, nothing = reuse.planned(lambda: plan(config, given, started), list(config.get("scorers") or {}))
     if nothing is not None:  # every trace carries every scorer's verdict already: a clean end, no run
         return nothing, EXIT_OK
-    objective = objectives.of_config(config)  # a typo in objective.metric must not cost a sweep
-    gate_cfg = config.get("gate") or {}
-    gate.validate(gate_cfg, list(p.scorers), {n for n, s in p.scorers.items() if s.better == "lower"})
-    done = _journal(p, journal, resume_from is not None, overrides)
-    cache_cfg = config.get("cache") or {}
-    ctx = Context(
-        limiter=asyncio.Semaphore(int(config.get("concurrency", 8))),
-        cache=(given and given.cache) or Cache(cache_cfg.get("mode", "readwrite"), cache_cfg.get("dir")),
-        run_dir=journal.directory,
-    )
-    todo = len(p.rows) - len(done)
-    warm = warmup.of(p, ctx.stats)  # the imports the end needs, while the models answer
     try:
-        steps = todo * (len(p.scorers) + p.target.reports_progress)
-        with report.progress(steps, ctx.stats, shown=config.get("shard") is None) as advance:
-            ctx.advance = warm.counting(advance)
-            result = flow.run_async(warm.during(execute(p, ctx, journal, done, keep_items(config))))
+        run = run_plan(
+            p, directory, mode or modes.of(config), resume_from is not None, overrides, given, annotate
+        )
     except KeyboardInterrupt:
-        journal.close()
         print(
-            f"\ninterrupted: finished items are saved in {journal.path}. Continue with the same command "
-            "plus resume=true",
+            f"\ninterrupted: finished items are saved in {Journal(directory).path}. Continue with the same "
+            "command plus resume=true",
             file=sys.stderr,
         )
         raise SystemExit(EXIT_INTERRUPTED) from None
-    result.stats = ctx.stats
+    return run.result, run.exit_code
+
+
+def run_plan(
+    p: Plan,
+    directory: Path,
+    mode: Mode,
+    resume: bool = False,
+    overrides: list[str] | None = None,
+    given: Given | None = None,
+    annotate: Annotate | None = None,
+    run_id: str | None = None,
+) -> Concluded:
+    """Execute a plan in `directory` (continuing its journal when `resume`), then aggregate, conclude
+    and publish. `run_id`: the MLflow run the verdicts link to when the mode logs none of its own (a
+    watch tick's: its watcher's). An interruption (Ctrl-C, SIGTERM) leaves every finished item in the
+    journal and is raised on."""
+    config = p.config
+    objective = objectives.of_config(config)  # a typo in objective.metric must not cost a sweep
+    gate.validate(
+        config.get("gate") or {}, list(p.scorers), {n for n, s in p.scorers.items() if s.better == "lower"}
+    )
+    journal = Journal(directory)
+    done = _journal(p, journal, resume, overrides)
+    ctx = _context(config, journal.directory, given.cache if given else None)
+    warm = warmup.of(p, ctx.stats)  # the imports the end needs, while the models answer
+    steps = (len(p.rows) - len(done)) * (len(p.scorers) + p.target.reports_progress)
+    try:
+        with report.progress(steps, ctx.stats, shown=mode.progress) as advance:
+            ctx.advance = warm.counting(advance)
+            result = flow.run_async(warm.during(execute(p, ctx, journal, done, keep_items(config))))
+    except BaseException:
+        journal.close()  # a stop mid-run keeps every finished item for a resume
+        raise
+    result.stats, result.run_id = ctx.stats, run_id
     aggregate(result, config, objective)
-    # The verdict comes before anything is written, so run.json, report.html and MLflow all record it.
-    code, checks = _gate(result, config)
-    result.verdict, result.facts = gate.verdict(code, checks), summaries.facts(config, result)
-    journal.finish(result.means, result.objective, result.verdict, result.facts, merging(result))
-    html_report.write_run_report(result, journal.directory, sweeps.run_name(config))
-    job = sweeps.sweep_job()
-    if job is None:  # a sweep's job says one line; its tables are in its report and MLflow run
-        report.summary(summaries.Summary.of(result), journal.path)
-        report.gate(code, checks)
-    logged = tracked.log(result, config, journal, overrides, annotate(result) if annotate else None)
-    if job is not None:
-        report.job(job, sweeps.job_label(), result.objective, code or logged)
-    return result, code or logged
+    run = conclude(result, config, journal, mode, overrides)
+    run.tags = annotate(result) if annotate else {}
+    publish(run, mode.sinks(config), say=mode.says_notes)
+    return run
 
 
-def _gate(result: RunResult, config: Mapping[str, Any]) -> tuple[int, list[gate.Check]]:
-    """The gate's exit code and checks. A shard of a sharded evaluation passes: the gate is on the whole
-    evaluation, decided when the shards are merged (evalframe.run.merged), not on a part of its items."""
-    if config.get("shard") is not None:
-        return EXIT_OK, []
-    return gate.evaluate(result, config.get("gate") or {}, float(config.get("max_unscored_rate", 0.1)))
+def _context(config: Mapping[str, Any], directory: Path, cache: Cache | None) -> Context:
+    """The run's shared state: `concurrency` requests in flight at once, the judge cache (or the replies
+    given, a re-score's), the run directory (where batched judges journal their batches)."""
+    cache_cfg = config.get("cache") or {}
+    return Context(
+        limiter=asyncio.Semaphore(int(config.get("concurrency", 8))),
+        cache=cache or Cache(cache_cfg.get("mode", "readwrite"), cache_cfg.get("dir")),
+        run_dir=directory,
+    )
 
 
 def _journal(p: Plan, journal: Journal, resume: bool, overrides: list[str] | None) -> Finished:
@@ -175,6 +140,21 @@ def aggregate(result: RunResult, config: Mapping[str, Any], objective: Objective
     agreement.with_agreement(result, config)
     result.objective = objectives.measure(objective, result.metrics())
     return result
+
+
+def conclude(
+    result: RunResult, config: Mapping[str, Any], journal: Journal, mode: Mode, overrides: list[str] | None
+) -> Concluded:
+    """The gate decided (a mode that is a part of the evaluation passes: its whole is gated) and the
+    record finished before anything is published, so run.json, report.html and MLflow all hold it."""
+    code, checks = EXIT_OK, list[gate.Check]()
+    if mode.gated:
+        code, checks = gate.evaluate(
+            result, config.get("gate") or {}, float(config.get("max_unscored_rate", 0.1))
+        )
+    result.verdict, result.facts = gate.verdict(code, checks), summaries.facts(config, result)
+    journal.finish(result.means, result.objective, result.verdict, result.facts, merging(result))
+    return Concluded(result, config, journal, overrides, code, checks)
 
 
 def merging(result: RunResult) -> dict[str, Any]:

@@ -6,7 +6,6 @@ a trace that carries a scorer's verdict under the same settings is never asked a
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import math
 from collections.abc import Mapping
@@ -16,13 +15,9 @@ from typing import Any
 
 from evalframe.data import judged
 from evalframe.errors import DataError
-from evalframe.models.cache import Cache
-from evalframe.models.context import Context
-from evalframe.results.journal import Journal
-from evalframe.results.results_file import Finished
 from evalframe.results.run import RunResult
-from evalframe.run import flow, pipeline
-from evalframe.tracking import feedback, watcher
+from evalframe.run import modes, pipeline
+from evalframe.tracking import watcher
 
 
 @dataclass
@@ -58,11 +53,11 @@ def windowed(config: Mapping[str, Any], from_ms: int, to_ms: int) -> dict[str, A
 
 def run(config: Mapping[str, Any], directory: Path, run_id: str, resume: bool) -> Tick:
     """Judge the traces `config` (a tick's: windowed) selects, journaled in `directory` (resumed from it
-    when `resume`), and write their verdicts back for the run `run_id`."""
+    when `resume`), and write their verdicts back for the run `run_id`: the run's lifecycle in the
+    watch tick's mode (evalframe.run.modes.TICK)."""
     tick = Tick()
-    config = dict(config)
     try:
-        p = pipeline.plan(config)
+        p = pipeline.plan(dict(config))
     except judged.AllJudged as e:  # every trace of the window carries every verdict already
         tick.skipped = e.skipped
         return tick
@@ -70,29 +65,11 @@ def run(config: Mapping[str, Any], directory: Path, run_id: str, resume: bool) -
         if "has no rows" in str(e):  # the window's traces were all left out by the sample or limit
             return tick
         raise
-    journal = Journal(directory)
-    done = journal.resumed(p.inputs, p.scorers) if resume else Finished()
-    digests = p.unjudged.digests if p.unjudged else {}
-    journal.start(config, len(p.rows), resume, None, p.inputs, digests)
-    cache_cfg = config.get("cache") or {}
-    ctx = Context(
-        limiter=asyncio.Semaphore(int(config.get("concurrency", 8))),
-        cache=Cache(cache_cfg.get("mode", "readwrite"), cache_cfg.get("dir")),
-        run_dir=journal.directory,
-    )
-    try:
-        result = flow.run_async(pipeline.execute(p, ctx, journal, done, pipeline.keep_items(config)))
-    finally:
-        journal.close()  # a stop mid-tick keeps every finished item for the next start
-    journal.finish(result.means)
-    if (config.get("tracking") or {}).get("feedback", True):
-        notes: list[str] = []
-        feedback.write_back(journal.path, config, run_id, digests, notes)
-        journal.wrote_verdicts()
-        # The tick's own line says what was judged: only what went wrong is said besides.
-        tick.notes = [n for line in notes for n in line.splitlines() if n.startswith(("warning", "error"))]
-    journal.logged(run_id)
-    return _counted(tick, result, p.unjudged)
+    done = pipeline.run_plan(p, directory, modes.TICK, resume, run_id=run_id)
+    done.journal.logged(run_id)
+    # The tick's own line says what was judged: only what went wrong is said besides.
+    tick.notes = [n for line in done.notes for n in line.splitlines() if n.startswith(("warning", "error"))]
+    return _counted(tick, done.result, p.unjudged)
 
 
 def _counted(tick: Tick, result: RunResult, unjudged: judged.Unjudged | None) -> Tick:

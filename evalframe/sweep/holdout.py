@@ -25,18 +25,15 @@ from evalframe.results.journal import MANIFEST
 from evalframe.results.nouns import Objective
 from evalframe.results.objective import item_statistic
 from evalframe.results.run import RunResult
-from evalframe.run import pipeline
+from evalframe.run import modes, pipeline
 
 DIRECTORY = "holdout"  # in the sweep directory: best/ and default/, each a run directory
 
 
 def _score(overrides: list[str], directory: Path) -> tuple[RunResult, dict[str, object]]:
+    """A hold-out run (modes.HOLDOUT: no MLflow run of its own, the sweep's parent logs the figures)."""
     config = configs.resolve(configs.compose([*overrides, "tune.part=holdout"]), overrides)
-    config["tracking"] = {
-        **config.get("tracking", {}),
-        "enabled": False,
-    }  # the sweep's parent logs the figures
-    return pipeline.evaluate(config, directory)[0], config
+    return pipeline.evaluate(config, directory, mode=modes.HOLDOUT)[0], config
 
 
 def check(

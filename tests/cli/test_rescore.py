@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from evalframe.cli.rescore import command_line, merge
+from evalframe.cli.rescore import command_line
 from evalframe.errors import ConfigError
 from evalframe.models.cache import Cache, Replay, ReplayMiss
 from evalframe.models.calls import Message, Stats, StepResult
@@ -19,6 +19,7 @@ from evalframe.models.llm import LLM, response_format
 from evalframe.models.settings import ModelSettings
 from evalframe.results.intervals import paired
 from evalframe.results.summary import fmt, fmt_interval
+from evalframe.run.rescore import merge
 from evalframe.scorers.answer_similarity import Analysis, Penalties, SemanticUnits, score
 from evalframe.tracking.read import fetch_run
 from tests.conftest import fake_model, run_cli

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from evalframe.cli.rescore import replayed
 from evalframe.results.results_file import read_items
 from evalframe.run import pipeline
+from evalframe.run.rescore import replayed
 from evalframe.tracking.log import prompts_log
 from tests.conftest import compose, fake_model
 from tests.fake_judge import judge

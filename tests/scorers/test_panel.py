@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from evalframe.cli.rescore import replayed
 from evalframe.errors import ConfigError
 from evalframe.results.agreement import between_judges, krippendorff_alpha
 from evalframe.results.nouns import ScoreResult
@@ -19,6 +18,7 @@ from evalframe.results.results_file import read_items
 from evalframe.results.run import RunResult
 from evalframe.results.table import items_table
 from evalframe.run import pipeline
+from evalframe.run.rescore import replayed
 from evalframe.scorers.panel import Aggregate, Panel
 from tests.conftest import compose, run_cli
 from tests.fake_judge import fenced, judge

@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from evalframe.cli import rescore
+from evalframe.cli import rescore as rescore_command
 from evalframe.data.values import ToolCall
 from evalframe.errors import ConfigError
 from evalframe.results.nouns import ScoreResult
 from evalframe.results.results_file import read_items
 from evalframe.results.table import items_table
-from evalframe.run import pipeline
+from evalframe.run import pipeline, rescore
 from evalframe.scorers.tool_calls import ToolCallAccuracy
 from tests.conftest import compose
 
@@ -274,8 +274,8 @@ def test_through_the_pipeline_figures_reach_results_mlflow_and_a_rescore(
     # A re-score of the logged subset run with exact arguments: the rows' tool calls come back from its
     # results.jsonl, no model is asked, and the new run gives the exact run's numbers.
     argv = [f"run_id={subset.run_id}", "scorers.tool_call_accuracy.args=exact", f"tracking.uri={uri}"]
-    line = rescore.command_line(argv, tmp_path / "download")
-    code, _ = rescore.main(compose(line), tmp_path / "rescored", line)
+    run_id, line = rescore_command.command_line(argv, tmp_path / "download")
+    code, _ = rescore.main(run_id, compose(line), tmp_path / "rescored", line)
     assert code == 0
     [again] = [i for i in read_items(tmp_path / "rescored" / "results.jsonl") if i.id == "extra-arg"]
     assert again.scores["tool_call_accuracy"].score == 0.0

@@ -11,7 +11,8 @@ import pytest
 from evalframe.results.journal import Journal
 from evalframe.results.nouns import ItemResult, ScoreResult
 from evalframe.results.run import RunResult
-from evalframe.run import tracked
+from evalframe.run import sinks
+from evalframe.run.sinks import Concluded
 
 
 def _result(*trace_ids: str | None) -> RunResult:
@@ -32,10 +33,10 @@ def test_results_are_read_back_for_the_traces_only_when_an_item_has_one(
     def write_back(results_file: Path, *args: Any) -> None:
         asked.append(results_file)
 
-    monkeypatch.setattr(tracked.feedback, "write_back", write_back)
+    monkeypatch.setattr(sinks.feedback, "write_back", write_back)
     result = _result(*trace_ids)
     assert result.traced == sum(t is not None for t in trace_ids)
-    tracked.verdicts(result, {"tracking": {"feedback": True}}, Journal(tmp_path), [])
+    sinks.trace_verdicts(Concluded(result, {"tracking": {"feedback": True}}, Journal(tmp_path)))
     assert bool(asked) is read_back
 
 
@@ -43,8 +44,6 @@ def test_a_result_built_without_add_still_reads_them_back(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     asked: list[Path] = []
-    monkeypatch.setattr(
-        tracked.feedback, "write_back", lambda results_file, *args: asked.append(results_file)
-    )
-    tracked.verdicts(RunResult(items=[], scorers=[]), {"tracking": {}}, Journal(tmp_path), [])
+    monkeypatch.setattr(sinks.feedback, "write_back", lambda results_file, *args: asked.append(results_file))
+    sinks.trace_verdicts(Concluded(RunResult(items=[], scorers=[]), {"tracking": {}}, Journal(tmp_path)))
     assert asked
