@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import unquote
 
+from evalframe.paths import write_atomically
+
 # `token` ends a name (auth_token, X-Api-Token): max_tokens, the token_f1 scorer and a price per token
 # (input_cost_per_token) are settings, not secrets.
 SECRET = re.compile(
@@ -157,9 +159,7 @@ def scrub_file(path: Path) -> None:
     text = path.read_text(errors="replace")
     cleaned = scrub_text(text)
     if cleaned != text:
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.scrub")  # the jobs of a parallel sweep each scrub
-        tmp.write_text(cleaned)
-        os.replace(tmp, path)  # atomic: a parallel job reading it never sees half a file
+        write_atomically(path, cleaned)  # the jobs of a parallel sweep each scrub: none sees half a file
 
 
 def scrub(directory: Path) -> None:

@@ -15,7 +15,8 @@ PACKAGE = Path(evalframe.__file__).parent
 # line, and its own modules. rows -> model calls -> results -> scorer steps and target outputs ->
 # console / report / MLflow -> the run that drives them -> sweeps, then the ways in: API and CLI.
 LAYERS = [
-    "errors paths redaction",  # exit codes and errors; where bundled files are; secrets kept out of files
+    "errors paths",  # exit codes and errors; where bundled files are, and the one atomic rewrite of a file
+    "redaction",  # secrets kept out of files
     "data",  # rows from files or memory
     "models",  # the model door: settings, chat, embeddings, batches, cache, rate limits (litellm)
     "results",  # the nouns and what is computed from them: intervals, agreement, objective, gate, journal

@@ -13,7 +13,8 @@ from evalframe.errors import ConfigError
 from evalframe.results import objective
 from evalframe.results.agreement import with_agreement
 from evalframe.results.intervals import with_intervals
-from evalframe.results.journal import LOGGED, MANIFEST, Journal
+from evalframe.results.journal import Journal
+from evalframe.results.manifest import MANIFEST
 from evalframe.results.nouns import Verdict
 from evalframe.results.results_file import latest_items
 from evalframe.results.run import RunResult
@@ -39,28 +40,28 @@ def log_saved_run(directory: Path, tracking_cfg: Mapping[str, Any], again: bool 
     configured to go."""
     journal = Journal(directory)
     manifest = journal.manifest
-    if manifest.get("status") != "finished":
+    if not manifest.finished:
         raise ConfigError(
             f"log-run {directory}: no finished run there "
-            f"({MANIFEST} says {manifest.get('status', 'nothing')}); resume it first with resume=PATH"
+            f"({MANIFEST} says {manifest.status or 'nothing'}); resume it first with resume=PATH"
         )
-    if manifest.get(LOGGED) and not again:
+    if manifest.mlflow_run_id and not again:
         print(
-            f"{directory} is already logged to MLflow as run {manifest[LOGGED]}: nothing logged "
+            f"{directory} is already logged to MLflow as run {manifest.mlflow_run_id}: nothing logged "
             "(evalframe log-run DIR --again logs it again, as a new run)",
             file=sys.stderr,
         )
         return 0
-    saved = manifest["config"]
+    saved = manifest.config
     saved["tracking"] = {**saved.get("tracking", {}), **tracking_cfg, "enabled": True}
     result = RunResult(items=[], scorers=list(saved["scorers"]), keep=pipeline.keep_items(saved))
     for item in latest_items(journal.path):  # one at a time: the result keeps its first keep_items
         result.add(item)
     with_intervals(result)
     with_agreement(result, saved)
-    result.objective = objective.from_json(manifest.get("objective"))
-    if gate := manifest.get("gate"):  # the verdict the run reached, recorded again in MLflow
+    result.objective = objective.from_json(manifest.objective)
+    if gate := manifest.gate:  # the verdict the run reached, recorded again in MLflow
         result.verdict = Verdict(int(gate["exit_code"]), tuple(gate["failed"]))
-    result.facts = dict(manifest.get("about") or {})
+    result.facts = dict(manifest.about)
     print(f"logging {result.count} items from {journal.path}", file=sys.stderr)
-    return publish(Concluded(result, saved, journal, manifest.get("overrides")), modes.LOGGED.sinks(saved))
+    return publish(Concluded(result, saved, journal, manifest.overrides), modes.LOGGED.sinks(saved))

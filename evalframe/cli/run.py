@@ -146,10 +146,10 @@ def _job(
     if hydra_cfg.mode == RunMode.MULTIRUN and config.get("resume") not in (None, False, "false"):
         # A job of a resumed sweep: its directory is the killed sweep's, holding what it did.
         manifest = Journal(output_dir).manifest
-        if manifest.get("status") == "finished":
-            kept = objectives.from_json(manifest.get("objective"))
+        if manifest.finished:
+            kept = objectives.from_json(manifest.objective)
             return _finished_job(output_dir, config), _returned(kept or failed, hydra_cfg)
-        resume_from = resume_dir(str(output_dir), output_dir, config) if manifest else None
+        resume_from = resume_dir(str(output_dir), output_dir, config) if manifest.status else None
     else:
         # Hydra's default run directory is outputs/DATE/TIME: unfinished runs are looked for there.
         resume_from = resume_dir(config.get("resume"), output_dir.parent.parent, config)

@@ -3,7 +3,6 @@ end-of-sweep table, sweep.html and the parent MLflow run show."""
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from omegaconf import DictConfig, OmegaConf
 
-from evalframe.results.journal import MANIFEST
+from evalframe.results.manifest import MANIFEST, Manifest
 from evalframe.results.nouns import Objective
 from evalframe.results.summary import fmt_interval, fmt_metric
 
@@ -99,19 +98,19 @@ class Holdout:
 
 def read_jobs(sweep_dir: Path) -> list[Job]:
     jobs = []
-    for manifest in Path(sweep_dir).glob(f"*/{MANIFEST}"):
-        data = json.loads(manifest.read_text())
-        recorded = data.get("objective") or {}
+    for path in Path(sweep_dir).glob(f"*/{MANIFEST}"):
+        manifest = Manifest.read(path.parent)
+        recorded = manifest.objective or {}
         value = recorded.get("value")
         low, high = (
             math.nan if v is None else float(v) for v in (recorded.get("ci_low"), recorded.get("ci_high"))
         )
-        overrides = dict(o.split("=", 1) for o in data.get("overrides", []) if "=" in o)
+        overrides = dict(o.split("=", 1) for o in manifest.overrides if "=" in o)
         jobs.append(
             Job(
-                manifest.parent.name,
+                path.parent.name,
                 {k.lstrip("+~"): v for k, v in overrides.items()},
-                data.get("means", {}),
+                manifest.means,
                 math.nan if value is None else float(value),
                 recorded.get("metric"),
                 recorded.get("direction") or "maximize",

@@ -1,5 +1,6 @@
 """The run's record on disk: results.jsonl (append-only, one finished item per line, flushed as each
-item finishes) and run.json (the resolved config, its fingerprint and whether the run finished).
+item finishes: results_file.py encodes and reads its lines) and run.json (results.manifest: the resolved
+config, its fingerprint and whether the run finished).
 
 A run killed half-way keeps every finished item; `resume=true` reads them back and scores only the
 rest; `evalframe log-run DIR` logs a finished run to MLflow later (when the tracking server was down).
@@ -11,24 +12,19 @@ import contextlib
 import hashlib
 import itertools
 import json
-import math
 import os
 from collections.abc import Collection, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
 
 from evalframe.errors import ConfigError, StorageError
 from evalframe.redaction import redact, redact_overrides
+from evalframe.results.manifest import MANIFEST, Manifest
 from evalframe.results.nouns import ItemResult, Objective, Verdict
-from evalframe.results.results_file import Finished
+from evalframe.results.results_file import Finished, encode
 
 RESULTS = "results.jsonl"
-LOGGED = "mlflow_run_id"  # in run.json once the run is in MLflow
-VERDICTS = (
-    "verdicts_written"  # in run.json once its verdicts are on their traces: log-run --again writes none
-)
-MANIFEST = "run.json"
-STARTED = "started_at"  # in run.json: when the run first started, kept when it is resumed
 TORN = "results.jsonl.torn"  # last lines cut short by a kill or a full disk, set aside on resume
 # Keys that do not change what a run computes: a run may be resumed or re-logged with other values.
 _NOT_FINGERPRINTED = (
@@ -67,9 +63,8 @@ class Journal:
         self._file: TextIO | None = None
 
     @property
-    def manifest(self) -> dict[str, Any]:
-        path = self.directory / MANIFEST
-        return json.loads(path.read_text()) if path.is_file() else {}
+    def manifest(self) -> Manifest:
+        return Manifest.read(self.directory)
 
     def start(
         self,
@@ -90,16 +85,16 @@ class Journal:
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             self._write_manifest(
-                {
-                    "status": "running",
-                    "fingerprint": fingerprint(safe),
-                    "inputs": inputs,
-                    "total": total,
-                    "config": safe,
-                    "overrides": redact_overrides(overrides or []),
-                    "digests": dict(digests or {}),
-                    STARTED: started,
-                }
+                Manifest(
+                    status="running",
+                    fingerprint=fingerprint(safe),
+                    inputs=inputs,
+                    total=total,
+                    config=safe,
+                    overrides=redact_overrides(overrides or []),
+                    digests=dict(digests or {}),
+                    started_at=started,
+                )
             )
             # Line-buffered: every finished item reaches the OS as soon as it is written, so SIGKILL
             # cannot lose it.
@@ -110,7 +105,7 @@ class Journal:
     def append(self, item: ItemResult) -> None:
         assert self._file is not None, "start() the journal first"
         try:
-            self._file.write(json.dumps(to_jsonable(item), ensure_ascii=False) + "\n")
+            self._file.write(encode(item))
         except OSError as e:  # a full disk: stop, keeping every finished item (a cut line is set aside)
             self.close()
             raise self._full(e) from None
@@ -142,14 +137,14 @@ class Journal:
         """When the run being resumed first started (seconds since the epoch; None: not recorded). A
         trace dataset's time window counts from it (dataset.until: null is that instant, 24h before
         it), so a resumed run reads the traces it started on, not those logged since."""
-        started = self.manifest.get(STARTED)
+        started = self.manifest.started_at
         return float(started) if isinstance(started, int | float) else None
 
     def check_inputs(self, inputs: str) -> None:
         """Before resuming: refuse when the rows or the target changed since the run started, or its
         finished items would keep scores of other data. A fresh run costs only what changed: the judge
         cache answers every request it already made."""
-        started = self.manifest.get("inputs")
+        started = self.manifest.inputs
         if started and started != inputs:
             raise ConfigError(
                 f"resume: the dataset's rows or the target's prompt or code changed since the run in "
@@ -203,25 +198,21 @@ class Journal:
                 raise self._full(e) from None
             finally:
                 self._file = None
-        record = {**self.manifest, "status": "finished", "means": means or {}, "about": facts or {}}
-        record["merging"] = dict(merging or {})  # what a merge of shards needs (evalframe.run.merged)
+        record = replace(self.manifest, status="finished", means=means or {}, about=facts or {})
+        record.merging = dict(merging or {})  # what a merge of shards needs (evalframe.run.merged)
         if objective is not None:
-            record["objective"] = objective.to_json()
+            record.objective = objective.to_json()
         if verdict is not None:
-            record["gate"] = {
-                "verdict": verdict.word,
-                "exit_code": verdict.code,
-                "failed": list(verdict.failed),
-            }
+            record.gate = {"verdict": verdict.word, "exit_code": verdict.code, "failed": list(verdict.failed)}
         self._write_manifest(record)
 
     def logged(self, run_id: str) -> None:
         """Note the MLflow run the results went to: `evalframe log-run DIR` does not log them twice."""
-        self._write_manifest({**self.manifest, LOGGED: run_id})
+        self._write_manifest(replace(self.manifest, mlflow_run_id=run_id))
 
     def wrote_verdicts(self) -> None:
         """Note that the verdicts went onto their traces: logging the run again does not write them twice."""
-        self._write_manifest({**self.manifest, VERDICTS: True})
+        self._write_manifest(replace(self.manifest, verdicts_written=True))
 
     def close(self) -> None:
         if self._file:
@@ -229,11 +220,9 @@ class Journal:
             with contextlib.suppress(OSError):  # a full disk: an unflushed line is cut, set aside on resume
                 file.close()
 
-    def _write_manifest(self, manifest: dict[str, Any]) -> None:
-        tmp = self.directory / f".{MANIFEST}.tmp"
+    def _write_manifest(self, manifest: Manifest) -> None:
         try:
-            tmp.write_text(json.dumps(manifest, indent=1, default=str))
-            os.replace(tmp, self.directory / MANIFEST)  # atomic: a kill never leaves half a manifest
+            manifest.write(self.directory)
         except OSError as e:
             raise self._full(e) from None
 
@@ -243,8 +232,11 @@ def find_resumable(outputs: Path, config: dict[str, Any]) -> Path | None:
     wanted = fingerprint(config)
     manifests = sorted(outputs.rglob(MANIFEST), key=lambda p: p.stat().st_mtime, reverse=True)
     for path in manifests:
-        manifest = json.loads(path.read_text())
-        if manifest.get("status") == "running" and manifest.get("fingerprint") == wanted:
+        try:
+            manifest = Manifest.read(path.parent)
+        except ConfigError:  # a record this evalframe cannot read is no run of this config
+            continue
+        if manifest.status == "running" and manifest.fingerprint == wanted:
             return path.parent
     return None
 
@@ -263,29 +255,11 @@ def resume_dir(resume: Any, outputs: Path, config: dict[str, Any]) -> Path | Non
         return found
     directory = Path(str(resume)).expanduser()
     manifest = Journal(directory).manifest
-    if not manifest:
+    if not manifest.status:
         raise ConfigError(f"resume={resume}: {directory} holds no evalframe run ({MANIFEST} is missing)")
-    if manifest.get("fingerprint") != fingerprint(config):
+    if manifest.fingerprint != fingerprint(config):
         raise ConfigError(
             f"resume={resume}: that run used a different dataset, target, scorer or model configuration; "
             "resume it with the same overrides it was started with"
         )
     return directory
-
-
-def to_jsonable(obj: Any) -> Any:
-    """Dataclasses to plain JSON values; NaN becomes null so the output is strict JSON.
-
-    Walks the fields directly: dataclasses.asdict deep-copies everything first, which made writing
-    10,000 items take seconds.
-    """
-    fields = getattr(obj, "__dataclass_fields__", None)
-    if fields is not None:
-        return {name: to_jsonable(getattr(obj, name)) for name in fields}
-    if isinstance(obj, dict):
-        return {k: to_jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [to_jsonable(v) for v in obj]
-    if isinstance(obj, float) and math.isnan(obj):
-        return None
-    return obj

@@ -1,6 +1,7 @@
-"""Reading a run's results.jsonl back (the journal writes it: evalframe.results.journal): each line
-one finished item; a line torn by a kill mid-write is skipped; an id journaled twice (redone on resume)
-counts as its last line. A large run's file is read a line at a time, never held whole."""
+"""A run's results.jsonl, line by line: `encode` an item as the journal appends it
+(evalframe.results.journal), `item_from_json` it back. Read back, each line is one finished item; a
+line torn by a kill mid-write is skipped; an id journaled twice (redone on resume) counts as its last
+line. A large run's file is read a line at a time, never held whole."""
 
 from __future__ import annotations
 
@@ -12,6 +13,29 @@ from typing import Any, BinaryIO
 
 from evalframe.models.calls import StepResult, Usage
 from evalframe.results.nouns import ItemResult, Judgment, ScoreResult
+
+
+def to_jsonable(obj: Any) -> Any:
+    """Dataclasses to plain JSON values; NaN becomes null so the output is strict JSON.
+
+    Walks the fields directly: dataclasses.asdict deep-copies everything first, which made writing
+    10,000 items take seconds.
+    """
+    fields = getattr(obj, "__dataclass_fields__", None)
+    if fields is not None:
+        return {name: to_jsonable(getattr(obj, name)) for name in fields}
+    if isinstance(obj, dict):
+        return {k: to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [to_jsonable(v) for v in obj]
+    if isinstance(obj, float) and math.isnan(obj):
+        return None
+    return obj
+
+
+def encode(item: ItemResult) -> str:
+    """An item as its line of results.jsonl (strict JSON, non-ASCII kept as it is, a newline at its end)."""
+    return json.dumps(to_jsonable(item), ensure_ascii=False) + "\n"
 
 
 def _step(d: dict[str, Any]) -> StepResult:

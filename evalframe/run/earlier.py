@@ -25,7 +25,8 @@ from evalframe.data import handed as handover, rows as data, traces
 from evalframe.data.conversations import conversation_of
 from evalframe.data.values import LISTS, as_text, lists_of
 from evalframe.errors import ConfigError, DataError
-from evalframe.results.journal import MANIFEST, RESULTS
+from evalframe.results.journal import RESULTS
+from evalframe.results.manifest import Manifest
 from evalframe.results.nouns import ItemResult
 from evalframe.results.results_file import iter_items
 from evalframe.tracking.read import fetch_run
@@ -127,9 +128,8 @@ def _locate(cfg: Mapping[str, Any]) -> tuple[Path, str, dict[str, Any]]:
         results = results / RESULTS if results.is_dir() else results
         if not results.is_file():
             raise DataError(f"dataset.path={path}: no {RESULTS} there; {FIX}")
-        manifest = results.parent / MANIFEST  # beside it in a run directory: the run's resolved config
-        config = json.loads(manifest.read_text()).get("config") if manifest.is_file() else None
-        return results, str(results), dict((config or {}).get("dataset") or {})
+        config = Manifest.read(results.parent).config  # beside it in a run directory: its resolved config
+        return results, str(results), dict(config.get("dataset") or {})
     # The run's own store, else tracking=mlflow's default (this run may log nowhere: tracking=none).
     uri = cfg.get("tracking_uri") or os.environ.get("MLFLOW_TRACKING_URI") or "sqlite:///mlflow.db"
     scratch = Path(tempfile.mkdtemp(prefix="evalframe-run-"))

@@ -14,6 +14,7 @@ from typing import Any
 from evalframe.errors import EXIT_USAGE
 from evalframe.results import objective as objectives
 from evalframe.results.journal import RESULTS, Journal
+from evalframe.results.manifest import Manifest
 from evalframe.results.results_file import iter_lines
 from evalframe.results.run import RunResult
 from evalframe.run import modes
@@ -32,7 +33,7 @@ def shard_dirs(sweep_dir: Path) -> list[Path]:
 
 def unfinished(sweep_dir: Path, shards: int) -> list[int]:
     """The shards whose job has not finished (killed, failed or never started)."""
-    finished = {int(d.name) for d in shard_dirs(sweep_dir) if Journal(d).manifest.get("status") == "finished"}
+    finished = {int(d.name) for d in shard_dirs(sweep_dir) if Journal(d).manifest.finished}
     return [n for n in range(shards) if n not in finished]
 
 
@@ -61,7 +62,7 @@ def merge(
     when MLflow could not take it. Every shard has finished (`unfinished` is empty)."""
     manifests = [Journal(d).manifest for d in shard_dirs(sweep_dir)[:shards]]
     tracking = {**tracking_cfg, "enabled": bool(tracking_cfg.get("enabled") and parent)}  # into its parent
-    config = {**manifests[0]["config"], "shard": None, "tracking": tracking}
+    config = {**manifests[0].config, "shard": None, "tracking": tracking}
     whole = [o for o in overrides if o.split("=", 1)[0].lstrip("+~") not in SHARD_KEYS]
     result, journal = _result(sweep_dir, manifests, config, overrides)
     run = conclude(result, config, journal, modes.MERGE, whole)
@@ -71,24 +72,24 @@ def merge(
 
 
 def _result(
-    sweep_dir: Path, manifests: list[dict[str, Any]], config: dict[str, Any], overrides: list[str]
+    sweep_dir: Path, manifests: list[Manifest], config: dict[str, Any], overrides: list[str]
 ) -> tuple[RunResult, Journal]:
     """Every shard's items, journaled again into the sweep directory's results.jsonl and counted in one
     result; its aggregates computed over all of them."""
-    merges = [m.get("merging") or {} for m in manifests]
+    merges = [m.merging for m in manifests]
     lower = frozenset(name for m in merges for name in m.get("lower_better") or ())
     scorers = list(config.get("scorers") or {})
     result = RunResult(items=[], scorers=scorers, keep=keep_items(config), lower_better=lower)
     result.stats.calls = sum(int(m.get("calls") or 0) for m in merges)  # the summary's figures
     result.stats.hits = sum(int(m.get("hits") or 0) for m in merges)
     journal = Journal(sweep_dir)
-    started = [m["started_at"] for m in manifests if isinstance(m.get("started_at"), int | float)]
+    started = [m.started_at for m in manifests if isinstance(m.started_at, int | float)]
     journal.start(
         config,
-        sum(int(m.get("total") or 0) for m in manifests),
+        sum(m.total for m in manifests),
         overrides=overrides,
-        inputs=str(manifests[0].get("inputs") or ""),
-        digests=manifests[0].get("digests") or {},
+        inputs=manifests[0].inputs,
+        digests=manifests[0].digests,
         started=min(started) if started else None,
     )
     seen: set[str] = set()

@@ -12,7 +12,7 @@ from typing import Any
 from evalframe.errors import EXIT_OK
 from evalframe.report import console as report, html as html_report
 from evalframe.results import gate, summary as summaries
-from evalframe.results.journal import VERDICTS, Journal
+from evalframe.results.journal import Journal
 from evalframe.results.run import RunResult
 from evalframe.tracking import feedback, log as tracking, store, sweeps
 
@@ -86,7 +86,7 @@ def trace_verdicts(run: Concluded) -> None:
     if run.result.count and not run.result.traced:  # no item from a trace: results.jsonl is not read back
         return
     manifest = run.journal.manifest
-    digests = None if manifest.get(VERDICTS) else manifest.get("digests")
+    digests = None if manifest.verdicts_written else manifest.digests
     if feedback.write_back(run.journal.path, run.config, run.result.run_id, digests, run.notes) and digests:
         run.journal.wrote_verdicts()
 

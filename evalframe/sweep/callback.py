@@ -23,6 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 from evalframe.errors import ConfigError
 from evalframe.models.cache import alive
 from evalframe.models.limits import PARALLEL_JOBS
+from evalframe.paths import write_atomically
 from evalframe.redaction import redact_overrides
 from evalframe.results.jobs import best_of, objective_of, read_jobs, swept_keys
 from evalframe.results.nouns import Objective
@@ -85,9 +86,7 @@ def in_sweep_order(sweep_dir: Path, overrides: list[str]) -> list[str]:
 
 
 def _write_marker(sweep_dir: Path, record: dict[str, Any]) -> None:
-    tmp = sweep_dir / f".{SWEEP}.tmp"
-    tmp.write_text(json.dumps(record, indent=1))
-    os.replace(tmp, sweep_dir / SWEEP)
+    write_atomically(sweep_dir / SWEEP, json.dumps(record, indent=1))
 
 
 def require_multirun(hydra_cfg: Any) -> None:

@@ -11,7 +11,6 @@ held-out rows once, the second re-scores its cached replies.
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from pathlib import Path
@@ -21,7 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 from evalframe.config import compose as configs
 from evalframe.results.intervals import NONE, bootstrap
 from evalframe.results.jobs import Best, Holdout
-from evalframe.results.journal import MANIFEST
+from evalframe.results.manifest import Manifest
 from evalframe.results.nouns import Objective
 from evalframe.results.objective import item_statistic
 from evalframe.results.run import RunResult
@@ -46,7 +45,7 @@ def check(
     if best is None or best.job is None:
         print("held-out rows: not scored, the sweep has no best job", file=sys.stderr)
         return None
-    overrides = [str(o) for o in json.loads((sweep_dir / best.job.name / MANIFEST).read_text())["overrides"]]
+    overrides = [str(o) for o in Manifest.read(sweep_dir / best.job.name).overrides]
     defaults = [o for o in overrides if o.split("=", 1)[0].lstrip("+~") not in swept]
     print(f"held-out rows: scoring them with the best settings (job {best.job.name}) and with the defaults")
     tuned, config = _score(overrides, sweep_dir / DIRECTORY / "best")

@@ -7,15 +7,16 @@ the directory. Each shard's own bar is off (evalframe.run.pipeline): one evaluat
 from __future__ import annotations
 
 import contextlib
-import json
 import threading
 from pathlib import Path
 from types import TracebackType
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from evalframe.errors import ConfigError
 from evalframe.report.console import console
-from evalframe.results.journal import MANIFEST, RESULTS
+from evalframe.results.journal import RESULTS
+from evalframe.results.manifest import MANIFEST, Manifest
 
 
 class Shards:
@@ -35,8 +36,8 @@ class Shards:
         for k in range(self.shards):
             folder = self.sweep_dir / str(k)
             if self._rows[k] is None and (folder / MANIFEST).is_file():
-                with contextlib.suppress(OSError, ValueError, KeyError, TypeError):  # being written
-                    self._rows[k] = int(json.loads((folder / MANIFEST).read_text())["total"])
+                with contextlib.suppress(OSError, ConfigError):  # not readable yet
+                    self._rows[k] = Manifest.read(folder).total
             try:
                 with (folder / RESULTS).open("rb") as journal:
                     journal.seek(self._read[k])

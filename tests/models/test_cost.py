@@ -20,9 +20,9 @@ from evalframe.models.cache import Cache
 from evalframe.models.calls import Stats, StepResult, Usage
 from evalframe.models.llm import LLM
 from evalframe.models.settings import ModelSettings
-from evalframe.results.journal import RESULTS, to_jsonable
+from evalframe.results.journal import RESULTS
 from evalframe.results.nouns import ItemResult, Objective, ScoreResult
-from evalframe.results.results_file import item_from_json, read_items
+from evalframe.results.results_file import item_from_json, read_items, to_jsonable
 from evalframe.results.run import RunResult
 from evalframe.results.summary import Summary, fmt_cost
 from evalframe.run import pipeline

@@ -523,9 +523,8 @@ def test_with_repeats_an_output_without_claims_is_not_applicable_not_failed(
 def test_not_applicable_is_said_by_the_rule_and_survives_the_journal() -> None:
     """Only a scorer's empty rule makes an item not applicable (a NaN without it is a failure, as a
     custom scorer's NaN always was), and a resumed run reads it back as such."""
-    from evalframe.results.journal import to_jsonable
     from evalframe.results.nouns import ItemResult
-    from evalframe.results.results_file import item_from_json
+    from evalframe.results.results_file import item_from_json, to_jsonable
     from evalframe.results.run import RunResult
 
     empty, nan = ScoreResult.empty("the output makes no claims"), ScoreResult(math.nan, "no idea")
