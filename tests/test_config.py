@@ -36,6 +36,7 @@ def test_every_group_has_the_options_the_docs_promise() -> None:
     assert options("dataset") == [
         "chat_sample",
         "csv",
+        "json",
         "jsonl",
         "mlflow_traces",
         "rag_sample",
@@ -109,7 +110,8 @@ def test_presets_share_their_common_keys_from_one_base() -> None:
     base = {"dataset": compose([])["dataset"], "model": compose([])["model"]}
     for group in ("dataset", "model"):
         for option in options(group):
-            overrides = [f"{group}={option}"] + (["dataset.path=x"] if option in ("csv", "jsonl") else [])
+            files = ("csv", "json", "jsonl")
+            overrides = [f"{group}={option}"] + (["dataset.path=x"] if option in files else [])
             own = OWN_KEYS.get(option, set()) if group == "dataset" else set()
             assert set(compose(overrides)[group]) == set(base[group]) | own, option
     assert compose(["model=ollama"])["model"]["reply_retries"] == 2
@@ -396,3 +398,24 @@ def test_model_overrides_leave_an_embedding_models_list_alone() -> None:
     ]
     config = resolve(compose_conf(line), line)
     assert config["scorers"]["semantic_similarity"]["models"] == ["openai/text-embedding-3-small"]
+
+
+def test_the_typed_settings_mirror_conf_s_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    """config.settings' defaults (for a config built in code) are conf/'s: the YAML is where they live."""
+    from evalframe.config.check import check
+    from evalframe.config.settings import RunSettings
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    composed = check(compose([])).model_dump()
+    defaults = RunSettings().model_dump()
+    groups = ("dataset", "target", "scorers", "model", "penalties")  # the groups' own: no defaults in code
+    assert {k: v for k, v in composed.items() if k not in groups} == {
+        k: v for k, v in defaults.items() if k not in groups
+    }
+
+
+def test_an_unknown_top_level_key_is_refused_with_the_nearest(tmp_path: Path) -> None:
+    from evalframe.config.check import check
+
+    with pytest.raises(ConfigError, match=r"^datset is not a config key: did you mean dataset\?"):
+        check({**compose([]), "datset": "chat_sample"})

@@ -34,6 +34,7 @@ EVERY_SCORER = f"scorer=[{','.join(options('scorer'))}]"
 NEEDS = {
     "dataset=csv": ["dataset.path=data/qa.csv"],
     "dataset=jsonl": ["dataset.path=data/qa.jsonl"],
+    "dataset=json": ["dataset.path=data/qa.json"],
     "target=http": ["target.url=http://127.0.0.1:8000/answer"],
     "target=python": ["target.fn=string:capwords"],  # any importable function of one argument
 }

@@ -216,6 +216,7 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     ]
     for name in ("qa.jsonl", "big.jsonl"):
         (tmp_path / name).write_text("".join(json.dumps(r) + "\n" for r in records))
+    (tmp_path / "qa.json").write_text(json.dumps(records))  # the same rows as one JSON array
     # The same rows with retrieved chunks, for the RAG judges: the answer's source, ranked second.
     chunks = [
         {"contexts": ["An unrelated passage about the weather.", str(r["ground_truth"])]} for r in records
@@ -467,3 +468,25 @@ def test_the_cheap_benches_run_as_written() -> None:
         # a row per judge, and the re-scores of its stored replies sent no request
         assert all(f"| {judge} |" in done.stdout for judge in CONVERSATION_JUDGES), done.stdout
         assert "deepeval 0, mlflow 0, aggregate=all 0" in done.stdout, done.stdout
+
+
+# The commands that compose a run's config alone: not log-run, compare, ui (no config of their own), a
+# re-score (the logged run's command line comes first) or --help.
+RUNS = [
+    pytest.param(b, line, id=f"line{b.line}:{line[:60]}")
+    for b, line in shell_lines()
+    if (args := evalframe_args(line)) is not None
+    and args[:1] not in (["log-run"], ["compare"], ["ui"], ["runs"], ["rescore"])
+    and "--help" not in args
+]
+
+
+@pytest.mark.parametrize(("block", "line"), RUNS)
+def test_each_run_command_composes_into_the_typed_config(block: Block, line: str, workdir: Path) -> None:
+    """Every README command's config is read whole by the typed settings the run reads (config.settings):
+    each of its keys is a field there with the same value, none dropped (an unknown key is refused)."""
+    from evalframe.config.check import check
+
+    config = compose(_one_job(evalframe_args(line) or [], workdir))
+    typed = check(config).model_dump()
+    assert {k: typed[k] for k in config} == config, f"{block.where}: {line}"

@@ -120,11 +120,15 @@ def _tracking(tracking: bool | str) -> tuple[list[str], dict[str, Any]]:
 
 
 def _file_dataset(path: str | Path) -> list[str]:
+    from evalframe.data import formats
+
     path = Path(path).expanduser()
-    formats = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
-    if path.suffix.lower() not in formats:
-        raise ConfigError(f"data={str(path)!r}: a .jsonl or .csv file, a list of dicts, or a DataFrame")
-    return [f"dataset={formats[path.suffix.lower()]}", f"dataset.path={path.resolve()}"]
+    found = formats.of_file(path)
+    if found is None:
+        raise ConfigError(
+            f"data={str(path)!r}: a {formats.file_suffixes()} file, a list of dicts, or a DataFrame"
+        )
+    return [f"dataset={found.name}", f"dataset.path={path.resolve()}"]
 
 
 def _describe(obj: Any) -> dict[str, Any]:

@@ -1,23 +1,16 @@
-"""A composed config checked before any work: every number in its range (concurrency, timeouts,
-penalties, gate thresholds), and `repeats` and command-line `model.*` overrides reaching every judge.
-A ConfigError names the key to fix."""
+"""A composed config checked before any work into the typed settings the run reads (config.settings):
+every key known, every number in its range (concurrency, timeouts, penalties, gate thresholds), and
+`repeats` reaching every judge. A ConfigError names the key to fix."""
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import (
-    Field,
-    NonNegativeFloat,
-    NonNegativeInt,
-    PositiveFloat,
-    PositiveInt,
-    StrictBool,
-    TypeAdapter,
-    ValidationError,
-)
+from pydantic import NonNegativeFloat, NonNegativeInt, PositiveFloat, TypeAdapter, ValidationError
 
+from evalframe.config.settings import RunSettings
 from evalframe.errors import ConfigError
 
 
@@ -34,25 +27,15 @@ def _repeats_reach_every_judge(config: dict[str, Any]) -> None:
             )
 
 
-# Every number a run depends on, checked here before any model call (a negative penalty or timeout
-# is accepted by nothing downstream; `max_unscored_rate=abc` would fail after the run was paid for).
-# Keys checked wherever they appear: the judge's model, a target's, each scorer's own.
+# Keys checked wherever they appear: the judge's model, a target's, each scorer's own. The run's own
+# keys are the typed settings' (config.settings), checked by pydantic there.
 _ANYWHERE: dict[str, TypeAdapter[Any]] = {
     "timeout": TypeAdapter(PositiveFloat | None),
     "max_retries": TypeAdapter(NonNegativeInt),
     "reply_retries": TypeAdapter(NonNegativeInt),
     "scale": TypeAdapter(PositiveFloat),
 }
-_TOP: dict[str, TypeAdapter[Any]] = {
-    "concurrency": TypeAdapter(PositiveInt),  # 0 would wait forever for a free slot
-    "window": TypeAdapter(PositiveInt | None),
-    "keep_items": TypeAdapter(NonNegativeInt | None),
-    "max_judgments": TypeAdapter(PositiveInt | None),
-    "max_unscored_rate": TypeAdapter(Annotated[float, Field(ge=0, le=1)]),
-}
-_TRACKING: dict[str, TypeAdapter[Any]] = {"feedback": TypeAdapter(StrictBool)}  # "no" would read as true
 _PENALTY = TypeAdapter(NonNegativeFloat)  # every weight of a `penalties` mapping
-_NUMBER = TypeAdapter(float)
 
 
 def _value(adapter: TypeAdapter[Any], value: Any, where: str) -> None:
@@ -75,24 +58,45 @@ def _walk(node: Mapping[str, Any], prefix: str) -> None:
             _value(_ANYWHERE[key], value, where)
 
 
-def check(config: Mapping[str, Any]) -> None:
-    """The config's values, in one place: a ConfigError (exit code 2) names the first bad one."""
+def check(config: Mapping[str, Any]) -> RunSettings:
+    """The config's values, in one place: the typed settings the run reads, or a ConfigError (exit code
+    2) naming the first bad key."""
     _repeats_reach_every_judge(dict(config))
-    for key, adapter in _TOP.items():
-        if key in config:
-            _value(adapter, config[key], key)
-    tracking = config.get("tracking") or {}
-    for key, adapter in _TRACKING.items():
-        if key in tracking:
-            _value(adapter, tracking[key], f"tracking.{key}")
-    gate = config.get("gate") or {}
-    threshold = gate.get("pass_threshold", 0.5)
-    for name, value in threshold.items() if isinstance(threshold, Mapping) else [("", threshold)]:
-        _value(_NUMBER, value, f"gate.pass_threshold{'.' + name if name else ''}")
-    for kind in ("min_score", "max_score", "min_pass_rate"):
-        for name, value in (gate.get(kind) or {}).items():
-            if value is not None:
-                _value(_NUMBER, value, f"gate.{kind}.{name}")
+    _known_keys(config)
+    try:
+        settings = RunSettings.model_validate(dict(config))
+    except ValidationError as e:
+        # A union (a number, or one per scorer) fails once per branch: the deepest names the bad value.
+        error = max(e.errors(), key=lambda found: len(_where(config, found["loc"])[0].split(".")))
+        where, value = _where(config, error["loc"])
+        if error["type"] == "literal_error":
+            expected = (error.get("ctx") or {}).get("expected", "")
+            raise ConfigError(f"{where}={value!r} is not an option; use one of {expected}") from None
+        reason = error["msg"].replace("Input should", "it should")
+        raise ConfigError(f"{where}={value!r}: {reason}; set it on the command line ({where}=...)") from None
     # The root's keys first: a scorer's `${model}` or `${penalties}` copy names them, but the user set them.
     _walk({k: v for k, v in config.items() if k != "scorers"}, "")
     _walk({"scorers": config.get("scorers") or {}}, "")
+    return settings
+
+
+def _where(config: Mapping[str, Any], loc: tuple[Any, ...]) -> tuple[str, Any]:
+    """The key an error's location names and its value: pydantic adds the type it tried to a union's
+    location (gate.pass_threshold.float), which is no key of the config."""
+    keys, node = [], config
+    for part in loc:
+        if isinstance(node, Mapping) and part in node:
+            keys.append(str(part))
+            node = node[part]
+    return ".".join(keys), node
+
+
+def _known_keys(config: Mapping[str, Any]) -> None:
+    """A top-level key the config does not have is a typo (`+datset=...` would run the default dataset):
+    refused, with the nearest key."""
+    known = list(RunSettings.model_fields)
+    for key in config:
+        if key not in known:
+            near = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+            hint = f"did you mean {near[0]}? " if near else ""
+            raise ConfigError(f"{key} is not a config key: {hint}(the keys: {', '.join(sorted(known))})")

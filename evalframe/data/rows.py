@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evalframe.data import formats
 from evalframe.data.conversations import Conversation, conversation_of
 from evalframe.data.values import (
     HANDED,
@@ -231,10 +232,10 @@ def _conversation(record: Mapping[str, Any], columns: Mapping[str, str | None], 
 def _read(cfg: Mapping[str, Any]) -> Iterator[Row]:
     """The rows of the dataset described by the `dataset` config group, one at a time, each checked:
     the file is never held in memory."""
-    fmt = cfg.get("format", "jsonl")
-    if fmt not in ("jsonl", "csv", "json"):
-        raise DataError(f"dataset.format={fmt!r} is not supported; use jsonl, csv or json")
     path = resolve_path(cfg.get("path"))
+    fmt = formats.named(str(cfg.get("format") or "jsonl")).name
+    if fmt not in formats.FILES:
+        raise DataError(f"dataset.format={fmt} is not read from a file; choose dataset={fmt}")
     fix = "set dataset.columns.input to the right column, or null if there are no questions"
     yield from _rows(_records(path, fmt), cfg, str(path), "record" if fmt == "json" else "line", fix)
 

@@ -72,6 +72,12 @@ async def _score_rows(
                 record(name, row, ScoreResult.unscored(f"target: {step.error}"))
         else:
             ready.append((row, output))
-    found = plan.unjudged.digests if plan.unjudged else {}  # a verdict on the trace already: not asked
-    pending = reuse.ask(plan.scorers, found, ready, ctx, record)
+    if plan.unjudged:  # rows from traces: a verdict a trace carries already is not asked again
+        pending = reuse.ask(plan.scorers, plan.unjudged.digests, ready, ctx, record)
+    else:
+        pending = [
+            (name, row, result)
+            for name, scorer in plan.scorers.items()
+            for (row, _), result in zip(ready, scorer.score_each(ready, ctx), strict=True)
+        ]
     await asyncio.gather(*(finish(name, row, result) for name, row, result in pending))

@@ -129,8 +129,8 @@ def _journal(p: Plan, journal: Journal, resume: bool, overrides: list[str] | Non
         print(
             f"resuming {journal.directory}: {len(done)} of {len(p.rows)} items already done", file=sys.stderr
         )
-    digests = p.unjudged.digests if p.unjudged else {}  # onto the verdicts, also when logged later
-    journal.start(p.config, len(p.rows), resume, overrides, p.inputs, digests, p.started)
+    # The digests go onto the verdicts, also when they are written later (log-run).
+    journal.start(p.config, len(p.rows), resume, overrides, p.inputs, p.digests, p.started)
     return done
 
 

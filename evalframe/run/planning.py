@@ -13,8 +13,9 @@ from typing import Any
 from evalframe.data import judged, rows as data, shards, splits
 from evalframe.errors import ConfigError
 from evalframe.models.cache import Cache
-from evalframe.run import reuse, sources
+from evalframe.run import sources
 from evalframe.scorers.base import Scorer, bound_work
+from evalframe.scorers.digest import digests
 from evalframe.targets.base import Target
 from evalframe.tracking import live_traces
 
@@ -28,6 +29,7 @@ class Plan:
     scorers: dict[str, Scorer]
     rows: data.Rows  # validated; read again as the run executes
     inputs: str = ""  # digest of the rows' content and the target's prompt or code: what resume checks
+    digests: dict[str, str] = field(default_factory=dict)  # each scorer's verdict digest (scorers.digest)
     unjudged: judged.Unjudged | None = None  # the rows, less those whose traces carry every verdict
     started: float = 0.0  # when the run started (seconds since the epoch): a trace dataset's window ends
 
@@ -61,7 +63,10 @@ def plan(config: dict[str, Any], given: Given | None = None, started: float | No
         rows = data.Rows.of(given.rows, given.source)
     else:
         rows = sources.rows(config["dataset"], config.get("tracking"), started)
-    rows = unjudged = reuse.unjudged(rows, config, scorers, target)  # traces judged already: skipped
+    verdicts = digests(config, scorers, target.identity())  # onto any trace's verdicts (a live target's too)
+    unjudged = None
+    if sources.trace_backed(config["dataset"]):  # traces judged already under these settings: skipped
+        rows = unjudged = judged.Unjudged(rows, verdicts)
     needs = [(name, need) for name, scorer in scorers.items() for need in scorer.required()]
     columns = data.column_names(config.get("dataset") or {})
 
@@ -82,7 +87,7 @@ def plan(config: dict[str, Any], given: Given | None = None, started: float | No
     for scorer in scorers.values():
         scorer.validate(target.sample(first))
     inputs = hashlib.sha256(f"{rows.digest}\n{target.identity()}".encode()).hexdigest()[:16]
-    return Plan(config, target, scorers, rows, inputs, unjudged, started)
+    return Plan(config, target, scorers, rows, inputs, verdicts, unjudged, started)
 
 
 def build(spec: Mapping[str, Any], where: str) -> Any:

@@ -11,22 +11,13 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from evalframe.data import judged
-from evalframe.data.rows import Row, Rows
+from evalframe.data.rows import Row
 from evalframe.models.context import Context
 from evalframe.results.nouns import ScoreResult
 from evalframe.results.run import RunResult
 from evalframe.scorers.base import Scorer
-from evalframe.scorers.digest import digests
-from evalframe.targets.base import Target
 
 Record = Callable[[str, Row, ScoreResult], None]  # (scorer, row, its result): the pipeline's record
-
-
-def unjudged(
-    rows: Rows, config: Mapping[str, Any], scorers: Mapping[str, Scorer], target: Target
-) -> judged.Unjudged:
-    """`rows` without those whose trace carries every scorer's verdict under its digest."""
-    return judged.Unjudged(rows, digests(config, scorers, target.identity()))
 
 
 def result(verdict: Mapping[str, Any]) -> ScoreResult:

@@ -12,6 +12,11 @@ from evalframe.run import earlier
 from evalframe.tracking import trace_reader
 
 
+def trace_backed(cfg: Mapping[str, Any]) -> bool:
+    """Whether the rows are traces, which may carry this run's verdicts already (evalframe.run.reuse)."""
+    return cfg.get("format") == "mlflow_traces"
+
+
 def rows(
     cfg: Mapping[str, Any], tracking: Mapping[str, Any] | None = None, started: float | None = None
 ) -> data.Rows:

@@ -47,3 +47,23 @@ def test_a_result_built_without_add_still_reads_them_back(
     monkeypatch.setattr(sinks.feedback, "write_back", lambda results_file, *args: asked.append(results_file))
     sinks.trace_verdicts(Concluded(RunResult(items=[], scorers=[]), {"tracking": {}}, Journal(tmp_path)))
     assert asked
+
+
+def test_a_file_datasets_run_never_passes_through_trace_verdict_reuse(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reusing the verdicts traces carry is a trace dataset's: a file's rows carry none, so its run
+    neither filters them nor asks reuse which to score, yet still has the digests a live target's
+    traces get with their verdicts."""
+    from evalframe.run import pipeline, planning, reuse
+    from tests.conftest import compose
+
+    def never(*args: Any) -> Any:
+        raise AssertionError("a file dataset's run asked reuse")
+
+    monkeypatch.setattr(reuse, "ask", never)
+    config = compose(["scorer=exact_match", "tracking=none"])
+    p = planning.plan(config)
+    assert p.unjudged is None and set(p.digests) == {"exact_match"}
+    result, code = pipeline.evaluate(config, tmp_path)
+    assert code == 0 and result.count == p.rows.count
