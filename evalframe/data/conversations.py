@@ -77,7 +77,8 @@ class Conversation:
         system = [t for t in before if t.role == "system"]
         others = [t for t in before if t.role != "system"]
         if window is not None:
-            others = others[len(others) - window :] if window else []
+            # max(0, ...): a window wider than what came before keeps all of it (a negative start would cut)
+            others = others[max(0, len(others) - window) :] if window else []
         return Conversation((*system, *others, turn))
 
     def as_records(self) -> list[dict[str, Any]]:

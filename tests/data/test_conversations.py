@@ -101,3 +101,5 @@ def test_the_transcript_numbers_turns_and_cuts_the_oldest_first():
     assert truncated(chats) == (chats, ())
     window = chats.until(chats.assistant_turns[-1], window=1)
     assert [t.number for t in window] == [1, 4, 5]
+    for wide in (3, 4, 9):  # a window wider than what came before keeps all of it
+        assert [t.number for t in chats.until(chats.assistant_turns[-1], window=wide)] == [1, 2, 3, 4, 5]
