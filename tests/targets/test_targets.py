@@ -349,6 +349,37 @@ def test_cli_python_target_imports_the_users_module_from_pythonpath(tmp_path: Pa
     assert missing.returncode == 2 and "target.fn is required" in missing.stderr
 
 
+SLEEPY = """
+import time
+
+
+def answer(question):
+    time.sleep(3600)  # an agent stuck for an hour
+    return "never"
+"""
+
+
+@pytest.mark.slow
+def test_a_function_stuck_past_its_timeout_does_not_keep_the_process_alive(tmp_path: Path) -> None:
+    """Python cannot stop a thread: the stuck call is given up, and the process still ends with its
+    work (a worker thread joined at exit would hold a CI job for the hour)."""
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "sleepy.py").write_text(SLEEPY)
+    data = tmp_path / "qa.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in ROWS[:2]))
+    args = ["dataset=jsonl", f"dataset.path={data}", "scorer=exact_match", "tracking=none", *LENIENT]
+    target = ["target=python", "target.fn=sleepy:answer", "target.timeout=0.5"]
+    path = os.pathsep.join([str(code), os.environ.get("PYTHONPATH", "")])
+    started = time.monotonic()
+    done = run_process([*args, *target], tmp_path, {"PYTHONPATH": path}, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert time.monotonic() - started < 30
+    [saved] = tmp_path.glob("outputs/*/*/results.jsonl")
+    errors = [i["scores"]["exact_match"]["error"] for i in map(json.loads, saved.read_text().splitlines())]
+    assert errors == ["target: sleepy:answer did not return within target.timeout=0.5 s"] * 2
+
+
 @pytest.mark.slow
 def test_cli_http_target(tmp_path: Path, service: Service) -> None:
     service.reply = lambda call: (200, {"answer": capital(call.body["question"])}, {})
