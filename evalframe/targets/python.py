@@ -17,7 +17,7 @@ from typing import Any
 
 from evalframe.data import handed as handover
 from evalframe.data.rows import Row
-from evalframe.data.values import as_text
+from evalframe.data.values import as_text, invalid_text
 from evalframe.errors import ConfigError, DataError
 from evalframe.models.calls import StepResult
 from evalframe.models.context import Context
@@ -204,6 +204,11 @@ class PythonTarget(Conversing, Traced):
         ctx.advance()
         if step.error is None and value is None:
             step.error = f"{self.name} returned None; return the answer (a string)"
+        if step.error is None and (problem := invalid_text(value, "its answer")):
+            # checked at the door, as a dataset's text is: results.jsonl could not hold this item
+            step.error = (
+                f"{self.name} returned text that cannot be stored: {problem}; return whole characters"
+            )
         if step.error is None and isinstance(value, Mapping):
             value = self._reply(value, row, step)
         if step.error is None and trace_id is not None:
