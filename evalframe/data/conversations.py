@@ -77,7 +77,8 @@ class Conversation:
         system = [t for t in before if t.role == "system"]
         others = [t for t in before if t.role != "system"]
         if window is not None:
-            others = others[len(others) - window :] if window else []
+            # max(0, ...): a window wider than what came before keeps all of it (a negative start would cut)
+            others = others[max(0, len(others) - window) :] if window else []
         return Conversation((*system, *others, turn))
 
     def as_records(self) -> list[dict[str, Any]]:
@@ -86,18 +87,26 @@ class Conversation:
 
 def _text(content: Any, where: str) -> str:
     """A message's content as text: a string, null (an assistant turn that only calls tools), or
-    OpenAI's list of parts, whose text parts are joined."""
+    OpenAI's list of parts, whose text parts are joined. A part of another type (an image, audio, a
+    file) stands as its type, `[image]`, `[input_audio]`: the judges read text, and the conversation
+    is still judged on what was said around it."""
     if content is None:
         return ""
     if isinstance(content, list):
         parts = []
         for part in content:
+            kind = part.get("type") if isinstance(part, Mapping) else None
             if isinstance(part, Mapping) and isinstance(part.get("text"), str):
                 parts.append(part["text"])
             elif isinstance(part, str):
                 parts.append(part)
+            elif isinstance(kind, str) and kind.strip() and kind != "text":
+                parts.append("[image]" if "image" in kind else f"[{kind}]")
             else:
-                raise DataError(f"{where}: a content part must be text or {{type: text, text: ...}}")
+                raise DataError(
+                    f"{where}: a content part must be text, {{type: text, text: ...}} or a typed part "
+                    "({type: image_url, ...})"
+                )
         return "\n".join(parts)
     return as_text(content) or ""
 

@@ -17,6 +17,8 @@ STATES = ("OK", "ERROR", "IN_PROGRESS")  # MLflow's trace states
 MOST_PER_PAGE = 50000  # MLflow's own cap on one search's max_results
 _AGO = re.compile(r"(\d+(?:\.\d+)?)\s*(s|m|h|d|w)")
 _SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_EARLIEST = datetime(1, 1, 1, tzinfo=timezone.utc).timestamp()  # as far back as a time can be written
+_UNQUOTABLE = re.compile(r"['\"\\]")  # what a LIKE pattern written for a value has in its place
 
 
 @dataclass(frozen=True)
@@ -70,12 +72,15 @@ class Query:
             conditions.append(f"trace.timestamp_ms >= {self.since_ms}")
         if self.status is not None:
             conditions.append(f"trace.status = '{self.status}'")
-        conditions += [
-            f"tags.`{key}` = {quoted(value, f'dataset.tags.{key}')}" for key, value in self.tags.items()
-        ]
+        conditions += [equals(f"tags.`{key}`", value) for key, value in self.tags.items()]
         if self.filter:
             conditions.append(self.filter)
         return " AND ".join(conditions)
+
+    def keeps(self, tags: Mapping[str, str]) -> bool:
+        """Whether a trace the store found, with these tags, is one of the query's: the store matched
+        a tag value its filter language cannot hold (`equals`) with a pattern, which may find more."""
+        return all(tags.get(key) == value for key, value in self.tags.items() if not _quotable(value))
 
 
 def instant(value: Any, key: str, now: float) -> int | None:
@@ -86,7 +91,13 @@ def instant(value: Any, key: str, now: float) -> int | None:
     text = str(value).strip()
     ago = _AGO.fullmatch(text)
     if ago:
-        return int((now - float(ago.group(1)) * _SECONDS[ago.group(2)]) * 1000)
+        seconds = now - float(ago.group(1)) * _SECONDS[ago.group(2)]
+        if seconds < _EARLIEST:  # a store cannot compare with it: it would refuse the whole search
+            raise ConfigError(
+                f"{key}={value!r} is out of range: a time ago reaches back to the year 1 at most; "
+                "write one such as 30m, 24h, 7d or 2w"
+            )
+        return int(seconds * 1000)
     try:
         when = datetime.fromisoformat(text.replace("Z", "+00:00"))  # Python 3.10 reads no Z
     except ValueError:
@@ -138,11 +149,25 @@ def _tags(tags: Any) -> dict[str, str]:
     return {str(k): str(v) for k, v in tags.items()}
 
 
+def _quotable(value: str) -> bool:
+    """Whether a string literal of MLflow's filter language can hold `value`. The language has no
+    escapes, and its parser reads a backslash before a quote as one: a value ending in a backslash
+    would swallow its closing quote and the conditions after it (the store then refuses the query)."""
+    return not value.endswith("\\") and not ("'" in value and '"' in value)
+
+
 def quoted(value: str, what: str) -> str:
-    """A value (a tag's, `what` names it) as a string literal of MLflow's filter language (which has
-    no escapes)."""
-    if "'" not in value:
-        return f"'{value}'"
-    if '"' not in value:
-        return f'"{value}"'
-    raise ConfigError(f"{what}: a value holding both ' and \" cannot be searched for")
+    """A value (a trace id, `what` names it) as a string literal of MLflow's filter language."""
+    if not _quotable(value):
+        raise ConfigError(f"{what}: a value holding both ' and \" or ending in \\ cannot be searched for")
+    return f"'{value}'" if "'" not in value else f'"{value}"'
+
+
+def equals(column: str, value: str) -> str:
+    """The condition `column` = `value` (a tag's, a session id), whatever the value holds: one no literal
+    can hold is matched with LIKE, its quotes and backslashes (and LIKE's own wildcards) each standing
+    for any one character, so the store finds it and maybe a few more; the reader keeps exact matches."""
+    if _quotable(value):
+        return f"{column} = {quoted(value, column)}"
+    pattern = _UNQUOTABLE.sub("_", value)
+    return f"{column} LIKE '{pattern}'"

@@ -109,14 +109,30 @@ def check_values(value: Any, field: str, where: str) -> None:
     for path, leaf in _leaves(value, field):
         if isinstance(leaf, float) and not math.isfinite(leaf):
             raise DataError(f"{where}: {path} is {leaf}, not a finite number; fix it or drop the row")
+    problem = invalid_text(value, field)
+    if problem:
+        raise DataError(f"{where}: {problem}; fix the text or drop the row")
+
+
+def invalid_text(value: Any, field: str) -> str | None:
+    """What makes a text (or any JSON data, `field` naming it) unfit to be written as UTF-8, the first
+    lone surrogate and where, or None. The same door for what comes from outside while a run goes on
+    (a target's answer, a model's reply: a cut emoji), which fails that item instead of the run."""
+    for path, leaf in _leaves(value, field):
         if isinstance(leaf, str):
             try:
                 leaf.encode("utf-8")
             except UnicodeEncodeError as e:
-                raise DataError(
-                    f"{where}: {path} is not valid Unicode text (a lone surrogate, {leaf[e.start]!r}, at "
-                    f"character {e.start}); fix the text or drop the row"
-                ) from None
+                return (
+                    f"{path} is not valid Unicode text (a lone surrogate, {leaf[e.start]!r}, "
+                    f"at character {e.start})"
+                )
+    return None
+
+
+def printable(text: str) -> str:
+    """`text` with any lone surrogate written as its escape (\\ud83d): kept for debugging, writable."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _short(text: str) -> str:

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from evalframe.data.values import invalid_text, printable
 from evalframe.models import direct
 from evalframe.models.cache import Cache
 from evalframe.models.calls import Message, Stats, StepResult, Usage
@@ -192,13 +193,16 @@ class LLM:
             except ModelRejected:
                 raise
             except Exception as e:  # one failed call must not end the run: the item is unscored
-                step.error = f"{type(e).__name__}: {str(e)[:500]}"
+                step.error = printable(f"{type(e).__name__}: {str(e)[:500]}")
                 return step
             malformed = _malformed(response)
             if malformed:  # nothing to correct: ask the same again, as a reply retry
                 step.raw, step.error = None, f"{malformed} after {attempt + 1} attempt(s)"
                 continue
             step.raw = response.choices[0].message.content or ""
+            if unwritable := invalid_text(step.raw, "the reply"):  # a cut emoji: results.jsonl cannot hold it
+                step.raw, step.error = printable(step.raw), f"{unwritable} after {attempt + 1} attempt(s)"
+                continue  # asked again as it was: nothing to correct in its meaning
             try:
                 step.reply, step.error = validate(step.raw), None
                 return step

@@ -1,18 +1,29 @@
 """A run's results.jsonl, line by line: `encode` an item as the journal appends it
-(evalframe.results.journal), `item_from_json` it back. Read back, each line is one finished item; a
-line torn by a kill mid-write is skipped; an id journaled twice (redone on resume) counts as its last
-line. A large run's file is read a line at a time, never held whole."""
+(evalframe.results.journal), `item_from_json` it back. Read back, each line is one finished item; an
+id journaled twice (redone on resume) counts as its last line. A last line torn by a kill mid-write (no
+newline at its end) is skipped, saying so; any other line that is no item (not JSON, null, a number, an
+object without an id) is a DataError naming the file and the line: a results file is read whole or not
+at all, never with items silently missing. A large run's file is read a line at a time, never held whole."""
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Collection, Iterator
+import sys
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from evalframe.errors import DataError
 from evalframe.models.calls import StepResult, Usage
 from evalframe.results.nouns import ItemResult, Judgment, ScoreResult
+
+Torn = Callable[[str], None]  # told the one line saying a torn last line was skipped
+
+
+def say(line: str) -> None:
+    """A torn last line's warning, on stderr (the default)."""
+    print(f"warning: {line}", file=sys.stderr)
 
 
 def to_jsonable(obj: Any) -> Any:
@@ -132,10 +143,10 @@ class Finished:
             return _item_at(lines, self._at.pop(id_))
 
 
-def iter_items(path: Path) -> Iterator[ItemResult]:
+def iter_items(path: Path, torn: Torn = say) -> Iterator[ItemResult]:
     """The finished items of a results file in its order, read a line at a time (a large run's file is
-    never held whole); a line torn by a kill mid-write is skipped."""
-    return (item for item, _, _ in _entries(path))
+    never held whole); a last line torn by a kill mid-write is skipped, `torn` told."""
+    return (item for item, _, _ in _entries(path, torn))
 
 
 def iter_lines(path: Path) -> Iterator[tuple[ItemResult, str]]:
@@ -143,18 +154,44 @@ def iter_lines(path: Path) -> Iterator[tuple[ItemResult, str]]:
     return ((item, line) for item, line, _ in _entries(path))
 
 
-def _entries(path: Path) -> Iterator[tuple[ItemResult, str, int]]:
+def _entries(path: Path, torn: Torn = say) -> Iterator[tuple[ItemResult, str, int]]:
     """Each finished item with its line and the line's byte offset (read in binary: a text file's
-    position is not known while it is iterated)."""
+    position is not known while it is iterated). A blank line is passed over."""
     if not path.is_file():
         return
     with path.open("rb") as lines:
         end = 0
-        for raw in lines:
+        for number, raw in enumerate(lines, start=1):
             start, end = end, end + len(raw)
-            try:
-                line = raw.decode("utf-8")
-                item = item_from_json(json.loads(line))
-            except (ValueError, KeyError, TypeError):  # torn or not an item (UnicodeDecodeError too)
+            if not raw.strip():
                 continue
+            try:
+                line, item = _line(raw)
+            except ValueError as e:
+                if not raw.endswith(b"\n"):  # the last line, cut by a kill mid-write: its item is not done
+                    torn(f"{path}:{number}: the last line is cut short (a run killed mid-write); skipped")
+                    return
+                raise DataError(f"{path}:{number}: {e}; fix or delete that line") from None
             yield item, line, start
+
+
+def _line(raw: bytes) -> tuple[str, ItemResult]:
+    """A line's text and the item it holds; a ValueError says what the line is instead."""
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"not UTF-8 text (byte {e.start + 1})") from None
+    try:
+        value = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"not valid JSON ({e.msg} at column {e.colno})") from None
+    if not isinstance(value, dict):
+        raise ValueError(
+            f"{json.dumps(value)[:40]} is no item (a JSON object with an id, input, output, scores)"
+        )
+    try:
+        return line, item_from_json(value)
+    except KeyError as e:
+        raise ValueError(f"an item without {e.args[0]!r}") from None
+    except (TypeError, AttributeError, ValueError) as e:
+        raise ValueError(f"not an item of a results file ({type(e).__name__}: {str(e)[:100]})") from None

@@ -84,11 +84,17 @@ def rows(cfg: Mapping[str, Any]) -> data.Rows:
     earlier_range = list(settings.get("human_range") or [0, 1])
     limit = cfg.get("limit")
     told: list[bool] = []  # the items left out are said once, though the rows are read twice
+    warned: set[str] = set()
+
+    def torn(line: str) -> None:  # a torn last line: said once too
+        if line not in warned:
+            warned.add(line)
+            print(f"warning: dataset=run: {line}", file=sys.stderr)
 
     def read() -> Iterator[data.Row]:
         seen: set[str] = set()
         failed = 0
-        for number, item in enumerate(iter_items(results), start=1):
+        for number, item in enumerate(iter_items(results, torn), start=1):
             if limit is not None and len(seen) >= limit:
                 break
             if item.target_error is not None or item.id in seen:  # no output to judge; a repeat

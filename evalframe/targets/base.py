@@ -16,6 +16,7 @@ from typing import Any
 from evalframe.data import handed as handover
 from evalframe.data.conversations import Conversation, Turn
 from evalframe.data.rows import Row, require
+from evalframe.data.values import printable
 from evalframe.errors import DataError
 from evalframe.models.calls import StepResult
 from evalframe.models.context import Context
@@ -108,4 +109,4 @@ class RecordedOutput(Target):
 
 def error_text(e: BaseException) -> str:
     """`Type: message`, or the type alone when the message is empty."""
-    return f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+    return printable(f"{type(e).__name__}: {e}") if str(e) else type(e).__name__  # kept in results.jsonl

@@ -16,7 +16,7 @@ from typing import Any
 from evalframe.data import handed as handover
 from evalframe.data.conversations import Turn
 from evalframe.data.rows import Row
-from evalframe.data.values import as_text
+from evalframe.data.values import as_text, invalid_text
 from evalframe.errors import ConfigError, DataError
 from evalframe.models.calls import StepResult
 from evalframe.models.context import Context
@@ -213,6 +213,8 @@ class HTTPTarget(Conversing):
             value = extract(reply, self.output_path)
             if value is None:
                 raise ReplyError(f"the reply's {self.output_path or 'body'} is null")
+            if problem := invalid_text(value, f"the reply's {self.output_path or 'body'}"):
+                raise ReplyError(f"{problem}; the service must send whole characters")  # as a dataset's text
             output = as_text(value) or ""
             if self.paths:
                 step.reply = {"output": output, **self._handed(reply, row)}

@@ -12,17 +12,18 @@ import inspect
 import time
 import traceback
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor
 from typing import Any
 
 from evalframe.data import handed as handover
 from evalframe.data.rows import Row
-from evalframe.data.values import as_text
+from evalframe.data.values import as_text, invalid_text
 from evalframe.errors import ConfigError, DataError
 from evalframe.models.calls import StepResult
 from evalframe.models.context import Context
 from evalframe.targets.base import error_text
 from evalframe.targets.conversing import Conversing
+from evalframe.targets.threads import DaemonThreads
 from evalframe.targets.traced import FROM_TRACE, Traced
 
 
@@ -81,7 +82,7 @@ class PythonTarget(Conversing, Traced):
     contexts of its RETRIEVER span and its TOOL spans, and the trace's id."""
 
     reports_progress = True
-    chunk = 16  # the rows of one outputs() call share its thread pool
+    chunk = 16  # the rows of one outputs() call at once
 
     def __init__(
         self,
@@ -171,18 +172,19 @@ class PythonTarget(Conversing, Traced):
         )
 
     async def answers(self, rows: list[Row], ctx: Context) -> list[tuple[str, StepResult | None]]:
-        # Threads are made as needed, and the limiter keeps at most `concurrency` of them busy.
-        pool = ThreadPoolExecutor(max_workers=max(1, min(len(rows), 256)), thread_name_prefix="evalframe-fn")
+        # A daemon thread per call, the limiter keeping at most `concurrency` busy: one that outlives
+        # target.timeout must not keep the process alive once the run is done (targets.threads).
+        pool = DaemonThreads("evalframe-fn")
         made: dict[str, str] = {}  # row id -> the trace its call produced (a traced function)
         try:
             produced = list(await asyncio.gather(*(self._one(row, ctx, pool, made) for row in rows)))
             await self.read_traces(rows, produced, made, pool, self.label)
             return produced
         finally:
-            pool.shutdown(wait=False, cancel_futures=True)
+            pool.shutdown(wait=False)
 
     async def _one(
-        self, row: Row, ctx: Context, pool: ThreadPoolExecutor, made: dict[str, str]
+        self, row: Row, ctx: Context, pool: Executor, made: dict[str, str]
     ) -> tuple[str, StepResult | None]:
         step = StepResult("target", messages=[], attempts=1)
         args = (row.input, dict(row.extra)) if self.pass_row else (row.input,)
@@ -202,6 +204,11 @@ class PythonTarget(Conversing, Traced):
         ctx.advance()
         if step.error is None and value is None:
             step.error = f"{self.name} returned None; return the answer (a string)"
+        if step.error is None and (problem := invalid_text(value, "its answer")):
+            # checked at the door, as a dataset's text is: results.jsonl could not hold this item
+            step.error = (
+                f"{self.name} returned text that cannot be stored: {problem}; return whole characters"
+            )
         if step.error is None and isinstance(value, Mapping):
             value = self._reply(value, row, step)
         if step.error is None and trace_id is not None:
@@ -238,7 +245,7 @@ class PythonTarget(Conversing, Traced):
         return reply["output"]
 
     async def _call(
-        self, args: tuple[Any, ...], kwargs: Mapping[str, Any], pool: ThreadPoolExecutor
+        self, args: tuple[Any, ...], kwargs: Mapping[str, Any], pool: Executor
     ) -> tuple[Any, str | None]:
         """The function's answer, and the id of the trace the call produced when traces are read."""
         loop = asyncio.get_running_loop()

@@ -11,7 +11,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from evalframe.data import rows as data, sessions, traces
-from evalframe.data.trace_query import Query, quoted
+from evalframe.data.trace_query import Query, equals, quoted
 from evalframe.errors import ConfigError, TrackingError
 from evalframe.tracking import read
 from evalframe.tracking.store import display_uri, sqlite_path, store_uri, unavailable
@@ -90,7 +90,8 @@ def _experiment(client: Any, wanted: str | None, uri: str) -> tuple[str, str]:
 def _records(client: Any, experiment_id: str, query: Query, uri: str) -> Iterator[dict[str, Any]]:
     """Every trace the query selects, as records, one page of `query.page_size` in memory at a time."""
     for trace in _search(client, experiment_id, uri, query.filter_string(), query.page_size):
-        yield record(trace)
+        if query.keeps(trace.info.tags or {}):
+            yield record(trace)
 
 
 def _sessions(
@@ -105,7 +106,7 @@ def _sessions(
     def ids() -> Iterator[str]:
         for trace in _search(client, experiment_id, uri, query.filter_string(), query.page_size, spans=False):
             found = (trace.info.trace_metadata or {}).get(SESSION)
-            if found:
+            if found and query.keeps(trace.info.tags or {}):
                 yield str(found)
 
     def fetch(batch: list[str]) -> dict[str, list[dict[str, Any]]]:
@@ -115,6 +116,7 @@ def _sessions(
                 for t in _search(
                     client, experiment_id, uri, _of_session(session), query.page_size, spans=False
                 )
+                if (t.info.trace_metadata or {}).get(SESSION) == session  # a pattern may find others
             ]
             for session in batch
         }
@@ -131,7 +133,8 @@ def _sessions(
 
 
 def _of_session(session: str) -> str:
-    return f"metadata.`{SESSION}` = {quoted(session, f'session {session!r}')}"
+    """The session's traces, whatever its id holds (both quote marks, say: data.trace_query.equals)."""
+    return equals(f"metadata.`{SESSION}`", session)
 
 
 def _search(

@@ -131,7 +131,7 @@ def ended(cfg: Mapping[str, Any], tracking: Mapping[str, Any], from_ms: int, to_
             include_spans=False,
             page_token=token,
         )
-        count += len(page)
+        count += sum(query.keeps(trace.info.tags or {}) for trace in page)  # a tag matched by pattern
         token = page.token
         if not token:
             return count

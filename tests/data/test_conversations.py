@@ -74,6 +74,18 @@ def test_a_conversation_reads_from_a_mapped_column_of_a_csv_or_a_json_array(tmp_
     assert load_rows({"path": str(csv), "format": "csv"})[0].messages == row.messages
 
 
+def test_an_image_or_other_typed_content_part_stands_as_its_type():
+    """An OpenAI image_url part (or audio, a file) is no reason to drop the conversation: the judges
+    read text, so it stands as [image] ([<type>] for other parts) among the text parts."""
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
+    audio = {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}}
+    asked = {"role": "user", "content": [{"type": "text", "text": "What is this?"}, image, audio]}
+    said = chat([asked, {"role": "assistant", "content": "A cat."}])
+    assert said.turns[0].content == "What is this?\n[image]\n[input_audio]"
+    with pytest.raises(DataError, match="a content part must be text"):
+        chat([{"role": "user", "content": [{"url": "x"}]}])  # no text, no type: not a part at all
+
+
 @pytest.mark.parametrize(
     ("messages", "says"),
     [
@@ -101,3 +113,5 @@ def test_the_transcript_numbers_turns_and_cuts_the_oldest_first():
     assert truncated(chats) == (chats, ())
     window = chats.until(chats.assistant_turns[-1], window=1)
     assert [t.number for t in window] == [1, 4, 5]
+    for wide in (3, 4, 9):  # a window wider than what came before keeps all of it
+        assert [t.number for t in chats.until(chats.assistant_turns[-1], window=wide)] == [1, 2, 3, 4, 5]

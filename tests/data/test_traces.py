@@ -348,6 +348,13 @@ def test_the_query_pins_its_window_and_writes_one_filter() -> None:
     )
     assert "status" not in Query.of(DEFAULTS | {"status": None}, NOW).filter_string()
     assert Query.of(DEFAULTS | {"tags": {"q": "it's"}}, NOW).filter_string().endswith('tags.`q` = "it\'s"')
+    # A value no literal can hold: a pattern, the store finding maybe more, the reader keeping exact matches.
+    odd = Query.of(DEFAULTS | {"tags": {"dir": "C:\\tmp\\", "q": "'\"", "env": "prod"}}, NOW)
+    assert odd.filter_string().endswith(
+        "AND tags.`dir` LIKE 'C:_tmp_' AND tags.`q` LIKE '__' AND tags.`env` = 'prod'"
+    )
+    assert odd.keeps({"dir": "C:\\tmp\\", "q": "'\"", "env": "prod"})
+    assert not odd.keeps({"dir": "C:\\tmp_", "q": "'\"", "env": "prod"})
 
 
 @pytest.mark.parametrize(
@@ -366,7 +373,10 @@ def test_the_query_pins_its_window_and_writes_one_filter() -> None:
         ({"limit": 0}, r"dataset.limit=0: it should be a whole number from 1"),
         ({"page_size": 100000}, r"dataset.page_size=100000: it should be a whole number from 1 up to 50000"),
         ({"tags": ["env"]}, r"dataset.tags=\['env'\]: give a mapping of tag to value"),
-        ({"tags": {"q": "'\""}}, r"dataset.tags.q: a value holding both ' and \" cannot be searched for"),
+        (
+            {"since": "100000000000000000000000w"},
+            r"dataset.since='100000000000000000000000w' is out of range: a time ago reaches back",
+        ),
     ],
 )
 def test_a_bad_query_key_is_a_config_error_naming_it(change: dict[str, Any], message: str) -> None:

@@ -182,3 +182,44 @@ def test_a_run_that_cannot_be_read_is_one_line_before_any_call(
     assert done.returncode == 2 and scripted.count() == 0
     [line] = done.stderr.strip().splitlines()
     assert re.search(message, line), line
+
+
+ITEM = {"id": "a", "input": "Q?", "ground_truth": "Paris", "output": "Paris", "scores": {}}
+
+
+@pytest.mark.parametrize(
+    ("bad", "says"),
+    [
+        ("null", "null is no item (a JSON object with an id, input, output, scores)"),
+        ("42", "42 is no item (a JSON object with an id, input, output, scores)"),
+        ("{garbage", "not valid JSON (Expecting property name enclosed in double quotes at column 2)"),
+        ('{"input": "Q?", "output": "A"}', "an item without 'id'"),
+    ],
+)
+def test_a_line_of_the_results_file_that_is_no_item_is_one_line_naming_it_before_any_call(
+    scripted: ScriptedModel, tmp_path: Path, bad: str, says: str
+) -> None:
+    results = tmp_path / "results.jsonl"
+    results.write_text(f"{json.dumps(ITEM)}\n{bad}\n{json.dumps({**ITEM, 'id': 'b'})}\n")
+    done = run_cli(
+        ["dataset=run", f"dataset.path={results}", "scorer=answer_similarity", *fake_model(scripted)],
+        tmp_path,
+    )
+    assert done.returncode == 2 and scripted.count() == 0
+    [line] = done.stderr.strip().splitlines()
+    assert line == f"error: {results}:2: {says}; fix or delete that line"
+
+
+def test_a_torn_last_line_is_skipped_saying_so_once(tmp_path: Path) -> None:
+    results = tmp_path / "results.jsonl"
+    results.write_text(f"{json.dumps(ITEM)}\n\n{json.dumps({**ITEM, 'id': 'b'})}\n" + json.dumps(ITEM)[:20])
+    done = run_cli(
+        ["dataset=run", f"dataset.path={results}", "scorer=exact_match", "tracking=none"], tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    warning = (
+        f"warning: dataset=run: {results}:4: the last line is cut short (a run killed mid-write); skipped"
+    )
+    assert done.stderr.count(warning) == 1  # read twice (checked, then scored), said once
+    [run_dir] = run_dirs(tmp_path)
+    assert list(journal(run_dir)) == ["a", "b"]

@@ -225,15 +225,23 @@ def test_window_zero_stops_before_any_request_with_exit_2(scripted: ScriptedMode
     assert "Traceback" not in done.stderr + done.stdout
 
 
-def test_turn_relevancy_window_2_sends_one_request_per_assistant_turn(
-    scripted: ScriptedModel, tmp_path: Path
+@pytest.mark.parametrize(
+    ("window", "expected"),
+    [
+        (2, [(1, 2), (2, 3, 4), (4, 5, 6)]),
+        # a window wider than what came before shows all of it (turn 4: 3 messages, not 1)
+        (4, [(1, 2), (1, 2, 3, 4), (2, 3, 4, 5, 6)]),
+    ],
+)
+def test_turn_relevancy_window_sends_one_request_per_assistant_turn(
+    scripted: ScriptedModel, tmp_path: Path, window: int, expected: list[tuple[int, ...]]
 ) -> None:
     scripted.responder = constrained_decoder(seed=3)
-    cfg = config(scripted, tmp_path, ["turn_relevancy"], "scorers.turn_relevancy.window=2", six=SIX)
+    cfg = config(scripted, tmp_path, ["turn_relevancy"], f"scorers.turn_relevancy.window={window}", six=SIX)
     result, code = pipeline.evaluate(cfg, tmp_path / "out")
     assert code == 0 and scripted.count() == 3  # assistant turns 2, 4 and 6
     shown = sorted(tuple(n for n, _, _ in transcript_of(r)) for r in scripted.requests)
-    assert shown == [(1, 2), (2, 3, 4), (4, 5, 6)]  # each turn and at most 2 messages before it
+    assert shown == expected  # each turn and at most `window` messages before it
     for request in scripted.requests:
         last = transcript_of(request)[-1][0]
         assert f"Judge only assistant turn [{last}]" in request.messages[-1]["content"]

@@ -202,3 +202,45 @@ def test_a_simulation_provides_the_conversation_its_rows_lack() -> None:
     sample = target.sample(row).messages
     assert sample is not None and [t.role for t in sample] == ["user", "assistant"]
     assert "messages" not in PythonTarget(pizza_bot).provides  # a replay's rows have theirs
+
+
+def test_a_user_model_or_llm_target_answering_a_cut_emoji_leaves_that_item_unscored(
+    scripted: ScriptedModel, tmp_path: Path
+) -> None:
+    """A model's reply holding a lone surrogate (half an emoji) cannot be stored: it is asked again as it
+    was, then that item's error, naming the problem; the other items are scored and stored."""
+
+    def cut_emoji(request: FakeRequest) -> str | dict[str, Any]:
+        prompt = request.messages[0]["content"]
+        if request.schema_name == USER and "9 pizzas" in prompt:
+            return '{"message": "Pizza \ud83d", "done": false}'
+        return play(request)
+
+    scripted.responder = cut_emoji
+    (tmp_path / "sim").mkdir()
+    done = simulate(tmp_path / "sim", scripted, "tracking=none", "max_unscored_rate=1")
+    assert done.returncode == 0, done.stderr
+    items = items_of(next(tmp_path.glob("sim/outputs/*/*/results.jsonl")))
+    assert items["two"]["target_error"] is None
+    assert items["nine"]["target_error"] == (
+        "the simulated user (scripted/judge) failed before user turn 1: the reply is not valid Unicode text "
+        "(a lone surrogate, '\\ud83d', at character 19) after 3 attempt(s)"
+    )
+
+    scripted.responder = lambda request: (
+        "Paris \ud83d" if "France" in request.messages[-1]["content"] else "Rome"
+    )
+    rows = tmp_path / "qa.jsonl"
+    rows.write_text(
+        "".join(
+            json.dumps({"id": c, "input": f"{c}?", "ground_truth": "Rome"}) + "\n"
+            for c in ("France", "Italy")
+        )
+    )
+    (tmp_path / "llm").mkdir()
+    llm = ["target=llm", *scripted_model.overrides("target.model"), "scorer=exact_match", "tracking=none"]
+    done = run_cli(["dataset=jsonl", f"dataset.path={rows}", *llm, "max_unscored_rate=1"], tmp_path / "llm")
+    assert done.returncode == 0, done.stderr
+    items = items_of(next(tmp_path.glob("llm/outputs/*/*/results.jsonl")))
+    assert items["Italy"]["scores"]["exact_match"]["score"] == 1.0
+    assert items["France"]["target_error"].startswith("the reply is not valid Unicode text (a lone surrogate")

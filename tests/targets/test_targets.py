@@ -185,6 +185,24 @@ def test_timeouts_are_retried_then_reported(tmp_path: Path, service: Service) ->
     assert len(service.calls) == 2
 
 
+def test_an_http_service_answering_a_cut_emoji_leaves_that_item_unscored(
+    tmp_path: Path, service: Service
+) -> None:
+    def half_an_emoji(call: Call) -> Reply:
+        answer = capital(call.body["input"])
+        return 200, {"answer": answer + ("\ud83d" if answer == "Paris" else "")}, {}
+
+    service.reply = half_an_emoji  # sent as JSON's "\\ud83d" escape, read back as a lone surrogate
+    result = run_http(tmp_path, HTTPTarget(url=service.url), overrides=LENIENT)
+    items = result.items.set_index("id")
+    assert items.loc["fr", "exact_match/error"] == (
+        "target: the reply's answer is not valid Unicode text (a lone surrogate, '\\ud83d', at character 5); "
+        "the service must send whole characters"
+    )
+    assert items.loc["de", "exact_match/score"] == 1.0 and items.loc["it", "exact_match/score"] == 1.0
+    assert len((tmp_path / "run" / "results.jsonl").read_text(encoding="utf-8").splitlines()) == 3
+
+
 def test_a_refused_credential_stops_the_run(tmp_path: Path, service: Service) -> None:
     service.reply = lambda call: (401, {"error": "bad token"}, {})
     with pytest.raises(ConfigError, match=r"refused the request \(HTTP 401.*target\.api_key_env"):
@@ -257,6 +275,35 @@ def test_python_target_pass_row_and_timeout(tmp_path: Path) -> None:
     items = result.items.set_index("id")
     assert items.loc["fr", "exact_match/score"] == 1.0 and items.loc["de", "exact_match/score"] == 1.0
     assert "did not return within target.timeout=0.3 s" in items.loc["it", "exact_match/error"]
+
+
+def test_python_target_answering_a_cut_emoji_leaves_that_item_unscored_and_the_run_goes_on(
+    tmp_path: Path,
+) -> None:
+    """A lone surrogate (half an emoji) cannot be written as UTF-8: checked at the door, as a dataset's
+    text is, it is that item's target error, and every other item is scored and stored."""
+
+    def agent(question: str) -> Any:
+        if "France" in question:
+            return "Paris \ud83d"
+        if "Germany" in question:
+            return {"output": "Berlin", "contexts": ["Berlin is \udc00"]}
+        if "Italy" in question:
+            raise RuntimeError("broken \ud83d")  # an error message is stored too
+        return "Rome"
+
+    rows = [*ROWS, {"id": "ok", "input": "Capital?", "ground_truth": "Rome"}]
+    result = evaluate(rows, "exact_match", target=agent, output_dir=tmp_path, overrides=LENIENT)
+    items = result.items.set_index("id")
+    assert items.loc["fr", "exact_match/error"].endswith(
+        "returned text that cannot be stored: its answer is not valid Unicode text (a lone surrogate, "
+        "'\\ud83d', at character 6); return whole characters"
+    )
+    assert "its answer.contexts[0] is not valid Unicode text" in items.loc["de", "exact_match/error"]
+    assert "raised RuntimeError: broken \\ud83d at " in items.loc["it", "exact_match/error"]
+    assert items.loc["ok", "exact_match/score"] == 1.0
+    saved = (tmp_path / "results.jsonl").read_text(encoding="utf-8").splitlines()
+    assert len(saved) == 4 and json.loads((tmp_path / "run.json").read_text())["status"] != "running"
 
 
 def test_python_target_signature_and_path_are_checked_up_front(tmp_path: Path) -> None:
@@ -347,6 +394,37 @@ def test_cli_python_target_imports_the_users_module_from_pythonpath(tmp_path: Pa
     assert bad.returncode == 2 and "'mypkg.agent' has no 'answr'" in bad.stderr
     missing = run_process([*args, "target=python"], tmp_path)
     assert missing.returncode == 2 and "target.fn is required" in missing.stderr
+
+
+SLEEPY = """
+import time
+
+
+def answer(question):
+    time.sleep(3600)  # an agent stuck for an hour
+    return "never"
+"""
+
+
+@pytest.mark.slow
+def test_a_function_stuck_past_its_timeout_does_not_keep_the_process_alive(tmp_path: Path) -> None:
+    """Python cannot stop a thread: the stuck call is given up, and the process still ends with its
+    work (a worker thread joined at exit would hold a CI job for the hour)."""
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "sleepy.py").write_text(SLEEPY)
+    data = tmp_path / "qa.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in ROWS[:2]))
+    args = ["dataset=jsonl", f"dataset.path={data}", "scorer=exact_match", "tracking=none", *LENIENT]
+    target = ["target=python", "target.fn=sleepy:answer", "target.timeout=0.5"]
+    path = os.pathsep.join([str(code), os.environ.get("PYTHONPATH", "")])
+    started = time.monotonic()
+    done = run_process([*args, *target], tmp_path, {"PYTHONPATH": path}, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert time.monotonic() - started < 30
+    [saved] = tmp_path.glob("outputs/*/*/results.jsonl")
+    errors = [i["scores"]["exact_match"]["error"] for i in map(json.loads, saved.read_text().splitlines())]
+    assert errors == ["target: sleepy:answer did not return within target.timeout=0.5 s"] * 2
 
 
 @pytest.mark.slow

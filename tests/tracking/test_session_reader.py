@@ -5,6 +5,7 @@ by the time window; filters, sample and limit choosing whole sessions."""
 
 from __future__ import annotations
 
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from evalframe.data.conversations import Turn
 from evalframe.data.values import ToolCall
 from evalframe.errors import ConfigError
 from tests.conftest import compose
+from tests.traced_app import logging_to
 from tests.traced_chat import CHATS, OUTCOMES, Chats, _seeded_chats, chat, chat_store, jsonl, rows
 
 pytestmark = pytest.mark.slow  # whole runs logged to MLflow, several per test: make test runs them
@@ -108,3 +110,35 @@ def test_a_filter_chooses_sessions_through_their_traces_and_reads_them_whole(cha
 def test_sessions_need_an_input_selector(chat_store: Chats) -> None:
     with pytest.raises(ConfigError, match=r"dataset\.columns\.input"):
         rows(chat_store, "dataset.columns.input=null")
+
+
+# Session ids no string literal of MLflow's filter language can hold (both quote marks; a trailing
+# backslash, which escapes the closing quote), each beside one its search pattern matches too.
+ODD = ['he said "it\'s"', 'he said "it_s"', "C:\\chats\\", "C:\\chats_"]
+_SESSION_OF: dict[str, str] = {}
+
+
+@mlflow.trace
+def _odd_turn(message: str) -> str:
+    mlflow.update_current_trace(session_id=_SESSION_OF[message])
+    return f"Noted: {message}"
+
+
+def test_a_session_id_no_filter_can_quote_is_read_whole_and_alone(chat_store: Chats) -> None:
+    with logging_to(chat_store.uri, chat_store.experiment):
+        for session in ODD:
+            for n in (1, 2):
+                _SESSION_OF[message := f"{session} turn {n}"] = session
+                _odd_turn(message)
+                time.sleep(0.002)  # each trace its own millisecond: read back in the order asked
+        mlflow.flush_trace_async_logging()
+    read = {r.id: r for r in rows(chat_store)}
+    assert set(read) == {*CHATS, *ODD}  # the run goes on: no session stops it
+    for session in ODD:
+        said = [t.content for t in chat(read[session])]
+        assert said == [
+            f"{session} turn 1",
+            f"Noted: {session} turn 1",
+            f"{session} turn 2",
+            f"Noted: {session} turn 2",
+        ]

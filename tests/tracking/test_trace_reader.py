@@ -129,6 +129,32 @@ def test_the_store_filters_and_the_reader_caps(
     assert [r.id for r in traced_store.rows(*overrides)] == expected(traced_store)
 
 
+def test_a_tag_value_ending_in_a_backslash_beside_another_tag_is_searched_for(traced_store: Seeded) -> None:
+    """MLflow's filter language has no escapes and reads a trailing backslash as escaping the closing
+    quote: such a value (or one holding both quote marks) is matched by a pattern, then exactly."""
+    import mlflow
+
+    client = mlflow.MlflowClient(traced_store.uri)
+    prod = [i for i in traced_store.ok if i in traced_store.tags["env"]["prod"]]
+    values = {prod[0]: "C:\\data\\", prod[1]: "C:\\data_", prod[2]: 'said "it\'s"', prod[3]: 'said "it_s"'}
+    for trace_id, value in values.items():  # the second of each pair: what the pattern also finds
+        client.set_trace_tag(trace_id, "folder", value)
+    cfg = compose(["dataset=mlflow_traces", f"dataset.experiment={EXPERIMENT}"])["dataset"]
+    for trace_id in (prod[0], prod[2]):
+        for tags in (
+            {"folder": values[trace_id], "env": "prod"},
+            {"env": "prod", "folder": values[trace_id]},
+        ):
+            read = sources.rows({**cfg, "tags": tags}, {"uri": traced_store.uri})
+            assert [r.id for r in read] == [trace_id], tags
+
+
+def test_a_time_ago_out_of_range_is_said_in_one_line(traced_store: Seeded) -> None:
+    cfg = compose(["dataset=mlflow_traces", f"dataset.experiment={EXPERIMENT}"])["dataset"]
+    with pytest.raises(ConfigError, match=r"^dataset.since='100000000000000000000000w' is out of range: "):
+        list(iter(sources.rows({**cfg, "since": "100000000000000000000000w"}, {"uri": traced_store.uri})))
+
+
 def test_since_and_until_cut_at_a_traces_time(traced_store: Seeded) -> None:
     import mlflow
 
