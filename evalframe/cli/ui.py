@@ -25,6 +25,11 @@ WRITES = (
 )
 DEFAULT_PORT = 5000
 HOST = "127.0.0.1"
+USAGE = (
+    f"usage: evalframe ui [port=N] [tracking.uri=URI]\n"
+    f"  the MLflow UI at http://{HOST}:N (default {DEFAULT_PORT}) on the store the runs log to "
+    "(tracking.uri=..., else $MLFLOW_TRACKING_URI, else ./mlflow.db); Ctrl-C stops it"
+)
 
 
 def _port(value: str) -> int:
@@ -64,6 +69,8 @@ def main(args: list[str]) -> int:
     for arg in args:
         if arg.startswith("port="):
             port = _port(arg.removeprefix("port="))
+        elif arg.startswith("-"):  # Hydra would read it as an override: "LexerNoViableAltException"
+            raise ConfigError(f"ui: cannot read {arg!r}\n{USAGE}")
         else:
             overrides.append(arg)  # tracking.uri=..., tracking.experiment=...
     settings = configs.resolve(configs.compose(overrides))["tracking"]
