@@ -132,9 +132,7 @@ def check(argv: Sequence[str]) -> None:
     for override in parsed:
         if override.is_delete() or override.is_hydra_override():
             continue
-        if override.key_or_group in groups():
-            problem = _wrong_option(override)
-        else:
-            problem = _wrong_key(override)
+        grouped = override.key_or_group in groups()
+        problem = _wrong_option(override) if grouped else _wrong_key(override)
         if problem:
             raise ConfigError(problem)

@@ -30,7 +30,7 @@ def check(name: str, api_base: str | None, key: str = "model") -> None:
     try:
         lib().get_llm_provider(name, api_base=api_base)
         return  # a bare name LiteLLM knows (gpt-4o is OpenAI's)
-    except Exception:  # noqa: S110 - LiteLLM's BadRequestError: "LLM Provider NOT provided"
+    except Exception:  # LiteLLM's BadRequestError: "LLM Provider NOT provided"
         pass
     example = "e.g. openai/gpt-4o-mini, anthropic/..., gemini/..., ollama_chat/..."
     if not slash:

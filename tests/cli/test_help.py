@@ -28,7 +28,9 @@ def test_a_runs_help_is_hydras_and_names_the_command_as_typed(tmp_path: Path, ar
     assert done.returncode == 0, done.stderr
     assert "== Configuration groups ==" in done.stdout and "== Config ==" in done.stdout
     assert "python -m evalframe" not in done.stdout
-    assert "Other commands (each with --help):" in done.stdout and "evalframe compare baseline=" in done.stdout
+    assert (
+        "Other commands (each with --help):" in done.stdout and "evalframe compare baseline=" in done.stdout
+    )
     assert list(tmp_path.iterdir()) == []
 
 

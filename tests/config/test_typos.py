@@ -16,14 +16,21 @@ from tests.conftest import run_cli
     ("typed", "said"),
     [
         # Before: Hydra added the key, ran the default job and exited 0, with no warning.
-        ("+datset=chat_sample", "+datset=chat_sample: datset is not a key of the config; did you mean dataset=chat_sample?"),
+        (
+            "+datset=chat_sample",
+            "+datset=chat_sample: datset is not a key of the config; did you mean dataset=chat_sample?",
+        ),
         # Before: Hydra suggested adding it with +, which then ran as above.
-        ("datset=chat_sample", "datset=chat_sample: datset is not a key of the config; did you mean dataset=chat_sample?"),
+        (
+            "datset=chat_sample",
+            "datset=chat_sample: datset is not a key of the config; did you mean dataset=chat_sample?",
+        ),
         ("concurency=4", "concurency=4: concurency is not a key of the config; did you mean concurrency=4?"),
         # Before: the options among Hydra's internal lines, no "did you mean".
         (
             "scorer=answer_similarty",
-            "scorer=answer_similarty: scorer has no option 'answer_similarty'; did you mean scorer=answer_similarity?",
+            "scorer=answer_similarty: scorer has no option 'answer_similarty'; "
+            "did you mean scorer=answer_similarity?",
         ),
     ],
 )

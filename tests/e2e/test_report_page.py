@@ -16,7 +16,8 @@ pytestmark = pytest.mark.slow
 
 # A name as a run of many scorers gets: commas and underscores, where a line may not break.
 LONG_NAME = "sample-" + ",".join(
-    ["answer_similarity", "ground_truth_similarity", "semantic_similarity", "answer_relevancy", "factuality"] * 2
+    ["answer_similarity", "ground_truth_similarity", "semantic_similarity", "answer_relevancy", "factuality"]
+    * 2
 )
 
 

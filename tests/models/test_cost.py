@@ -121,7 +121,9 @@ def test_the_scripted_model_stays_priced_by_litellm(scripted: ScriptedModel, tmp
     assert not result.stats.unpriced
 
 
-def test_an_unknown_cost_says_whether_a_custom_api_base_is_why(scripted: ScriptedModel, tmp_path: Path) -> None:
+def test_an_unknown_cost_says_whether_a_custom_api_base_is_why(
+    scripted: ScriptedModel, tmp_path: Path
+) -> None:
     """Before: `no price for scripted/judge` also when the judge was served at a custom api_base, where
     no name tells the price. The scripted judge answers whatever the api_base; another scripted name
     has no price in LiteLLM."""
@@ -130,7 +132,15 @@ def test_an_unknown_cost_says_whether_a_custom_api_base_is_why(scripted: Scripte
         ("api_base", ["model.api_base=http://127.0.0.1:9/v1"]),
         ("no_price", ["model.name=scripted/unpriced"]),
     ):
-        config = compose(["scorer=answer_similarity", *fake_model(scripted), *overrides, "tracking=none", "dataset.limit=2"])
+        config = compose(
+            [
+                "scorer=answer_similarity",
+                *fake_model(scripted),
+                *overrides,
+                "tracking=none",
+                "dataset.limit=2",
+            ]
+        )
         result, _ = pipeline.evaluate(config, tmp_path / name)
         assert result.stats.calls > 0 and math.isnan(result.usage.cost)
         said[name] = Summary.of(result).totals()

@@ -27,7 +27,8 @@ def test_a_providers_typo_on_the_command_line_stops_the_run_before_any_call(
     )
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr.splitlines() == [
-        "error: model.name=opnai/gpt-4o: 'opnai' is not one of LiteLLM's providers; did you mean openai/gpt-4o?"
+        "error: model.name=opnai/gpt-4o: 'opnai' is not one of LiteLLM's providers; "
+        "did you mean openai/gpt-4o?"
     ]
     assert judge_server.count() == 0
     assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "outputs").exists()
@@ -38,7 +39,10 @@ def test_a_providers_typo_on_the_command_line_stops_the_run_before_any_call(
     [
         ("antropic/claude-3-5-haiku", "did you mean anthropic/claude-3-5-haiku?"),
         ("gpt4o", "model.name=gpt4o: LiteLLM cannot tell its provider; write it as PROVIDER/MODEL"),
-        ("no_such_provider/x", "'no_such_provider' is not one of LiteLLM's providers; write it as PROVIDER/MODEL"),
+        (
+            "no_such_provider/x",
+            "'no_such_provider' is not one of LiteLLM's providers; write it as PROVIDER/MODEL",
+        ),
     ],
 )
 def test_the_error_names_the_key_and_the_nearest_providers(name: str, said: str) -> None:
@@ -52,7 +56,9 @@ def test_the_target_models_key_is_named() -> None:
         ModelSettings(name="opnai/x").check_credentials("target.model")
 
 
-@pytest.mark.parametrize("name", ["openai/gpt-4o-mini", "gpt-4o", "ollama_chat/llama3", "local/all-MiniLM-L6-v2"])
+@pytest.mark.parametrize(
+    "name", ["openai/gpt-4o-mini", "gpt-4o", "ollama_chat/llama3", "local/all-MiniLM-L6-v2"]
+)
 def test_what_litellm_places_passes(name: str) -> None:
     providers.check(name, None)
 
@@ -66,7 +72,11 @@ def test_a_custom_provider_counts_once_registered_and_not_before(
     monkeypatch.setattr(litellm, "custom_provider_map", [*litellm.custom_provider_map, mine])
     providers.check("my_judge/v1", None)
     # `scripted/judge` typed on the command line, where nothing registered it: a config error.
-    monkeypatch.setattr(litellm, "custom_provider_map", [p for p in litellm.custom_provider_map if p["provider"] != PROVIDER])
+    monkeypatch.setattr(
+        litellm, "custom_provider_map", [p for p in litellm.custom_provider_map if p["provider"] != PROVIDER]
+    )
     monkeypatch.setattr(litellm, "provider_list", [p for p in litellm.provider_list if p != PROVIDER])
-    with pytest.raises(ConfigError, match=f"model.name={NAME}: '{PROVIDER}' is not one of LiteLLM's providers"):
+    with pytest.raises(
+        ConfigError, match=f"model.name={NAME}: '{PROVIDER}' is not one of LiteLLM's providers"
+    ):
         providers.check(NAME, None)

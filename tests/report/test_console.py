@@ -47,7 +47,9 @@ def test_a_finished_run_ends_with_its_files_and_a_view_command_the_shell_runs(tm
         [run_dir] = [d for d in tmp_path.glob("outputs/*/*") if str(d.relative_to(tmp_path)) in report_line]
         assert report_line == f"report: {run_dir.relative_to(tmp_path)}/report.html"
         assert results_line == f"results: {run_dir.relative_to(tmp_path)}/results.jsonl"
-        assert (run_dir / "report.html").is_file() and len((run_dir / "results.jsonl").read_text().splitlines()) == 3
+        assert (run_dir / "report.html").is_file() and len(
+            (run_dir / "results.jsonl").read_text().splitlines()
+        ) == 3
         assert re.fullmatch(
             rf"View: {re.escape(command)}  ->  http://127\.0\.0\.1:5000/#/experiments/\d+/runs/\w+", view
         ), view

@@ -231,7 +231,8 @@ def test_each_number_is_in_the_reason_once(judge_server: FakeLLMServer) -> None:
     [one] = asyncio.run(remote(judge_server).score(items, Context(limiter=asyncio.Semaphore(2))))
     assert one.reason == f"Cosine similarity {one.score:.2f} (openai/text-embedding-3-small)."
     two = SemanticSimilarity(
-        models=["openai/text-embedding-3-small", "openai/text-embedding-3-large"], api_base=judge_server.openai_base
+        models=["openai/text-embedding-3-small", "openai/text-embedding-3-large"],
+        api_base=judge_server.openai_base,
     )
     [both] = asyncio.run(two.score(items, Context(limiter=asyncio.Semaphore(2))))
     small, large = (both.details["cosine"][m] for m in two.models_)

@@ -14,7 +14,10 @@ from tests.conftest import compose, fake_model
 from tests.scripted import NAME, ScriptedModel
 
 
-def test_a_run_whose_scorers_call_no_model_logs_no_model_params(tmp_path: Path, scripted: ScriptedModel) -> None:
+@pytest.mark.slow
+def test_a_run_whose_scorers_call_no_model_logs_no_model_params(
+    tmp_path: Path, scripted: ScriptedModel
+) -> None:
     """Before: an offline run logged model.name=openai/gpt-4o-mini and model.api_key_env=OPENAI_API_KEY."""
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     logged = {}
