@@ -27,8 +27,8 @@ from evalframe.tracking.read import check_store, fetch_run, get_run, sweep_child
 from evalframe.tracking.store import display_uri
 
 USAGE = (
-    "usage: python -m evalframe compare baseline=RUN_ID candidate=RUN_ID "
-    "[tracking.uri=URI] [output_dir=DIR]\n"
+    "usage: evalframe compare baseline=RUN_ID candidate=RUN_ID [tracking.uri=URI] [output_dir=DIR]\n"
+    "  two logged runs item by item; exit code 1 when the candidate is significantly worse on a scorer.\n"
     "  candidate= may be a sweep's parent run: each of its jobs is compared with the baseline"
 )
 KEYS = ("baseline", "candidate", "tracking.uri", "output_dir")

@@ -21,7 +21,11 @@ from evalframe.results.run import RunResult
 from evalframe.run import modes, pipeline
 from evalframe.run.sinks import Concluded, publish
 
-USAGE = "usage: evalframe log-run RUN_DIR [--again] [tracking.uri=...]"
+USAGE = (
+    "usage: evalframe log-run RUN_DIR [--again] [tracking.uri=URI]\n"
+    "  a finished run directory (outputs/DATE/TIME) logged to MLflow, e.g. one that finished while MLflow "
+    "was unreachable; --again logs it once more, as a new run"
+)
 
 
 def main(args: list[str]) -> int:

@@ -71,8 +71,21 @@ def _jobs_elsewhere(args: list[str]) -> bool:
     return any(a in ("-m", "--multirun") for a in args) and bool(launchers) and launchers[-1] != "basic"
 
 
+def _help(command: str, rest: list[str]) -> bool:
+    """`evalframe COMMAND --help` (or -h): the command's usage (its module's USAGE), nothing run. A
+    run's (`evalframe --help`, `evalframe run --help`) is Hydra's: the groups, options and config."""
+    if command == "run" or not {"--help", "-h"} & set(rest):
+        return False
+    import importlib
+
+    print(importlib.import_module(f"evalframe.cli.{command.replace('-', '_')}").USAGE)
+    return True
+
+
 def _dispatch(args: list[str]) -> int:
     command, rest = _split(args)
+    if _help(command, rest):
+        return 0
     if command == "ui":  # not a run: no run directory, no Hydra app
         from evalframe.cli import ui
 
@@ -86,6 +99,9 @@ def _dispatch(args: list[str]) -> int:
 
         return log_run.main(rest)
     _no_moved_keys(rest)
+    from evalframe.config import typos
+
+    typos.check([a for a in rest if not (command == "rescore" and a.startswith("run_id="))])
     from evalframe.cli import run
 
     if command == "rescore":

@@ -23,8 +23,17 @@ WRITES = (
     "the MLflow UI writes to it (run names, tags, notes, deletions): run it as a user who can write it and "
     "its directory"
 )
+# The UI's console says what goes wrong, not how its libraries are put together: no Python warnings
+# (Starlette's deprecations), nothing below ERROR from MLflow or LiteLLM; a user who wants them sets
+# the variables.
+QUIET = {"PYTHONWARNINGS": "ignore", "MLFLOW_LOGGING_LEVEL": "ERROR", "LITELLM_LOG": "ERROR"}
 DEFAULT_PORT = 5000
 HOST = "127.0.0.1"
+USAGE = (
+    f"usage: evalframe ui [port=N] [tracking.uri=URI]\n"
+    f"  the MLflow UI at http://{HOST}:N (default {DEFAULT_PORT}) on the store the runs log to "
+    "(tracking.uri=..., else $MLFLOW_TRACKING_URI, else ./mlflow.db); Ctrl-C stops it"
+)
 
 
 def _port(value: str) -> int:
@@ -64,6 +73,8 @@ def main(args: list[str]) -> int:
     for arg in args:
         if arg.startswith("port="):
             port = _port(arg.removeprefix("port="))
+        elif arg.startswith("-"):  # Hydra would read it as an override: "LexerNoViableAltException"
+            raise ConfigError(f"ui: cannot read {arg!r}\n{USAGE}")
         else:
             overrides.append(arg)  # tracking.uri=..., tracking.experiment=...
     settings = configs.resolve(configs.compose(overrides))["tracking"]
@@ -86,6 +97,8 @@ def main(args: list[str]) -> int:
     print(f"MLflow UI for {uri} at {base} ({where}); Ctrl-C stops it", flush=True)
     # LiteLLM, which MLflow loads, would fetch its price list from the internet at start and hang offline.
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    for name, value in QUIET.items():
+        env.setdefault(name, value)
     # MLflow's server-side job workers (GenAI evaluation and optimization jobs started from its UI): a
     # process of their own importing MLflow again, for nothing a browse of evalframe's runs uses; a user
     # who wants them sets the variable.
@@ -103,6 +116,10 @@ def main(args: list[str]) -> int:
         str(port),
         "--workers",
         "1",
+        "--registry-store-uri",  # else MLflow says it uses the backend store's, which is what it does
+        uri,
+        "--uvicorn-opts",  # no INFO line per request
+        "--log-level warning",
     ]
     os.execve(sys.executable, command, env)
     return 0  # not reached: the process is mlflow ui now

@@ -24,11 +24,15 @@ class Stats:
     unbatched_cost: float = 0.0  # what they would have cost as normal calls
     limits: dict[str, ModelLimits] = field(default_factory=dict)  # model name -> its rate limits
     unpriced: set[str] = field(default_factory=set)  # the models whose calls' cost is unknown
+    # those of them served at a custom api_base (a local server, a proxy): why their price is unknown
+    behind_api_base: set[str] = field(default_factory=set)
 
-    def add_cost(self, cost: float, model: str) -> None:
+    def add_cost(self, cost: float, model: str, api_base: str | None = None) -> None:
         self.cost += cost
         if math.isnan(cost):
             self.unpriced.add(model)
+            if api_base:
+                self.behind_api_base.add(model)
 
     @property
     def rate_limited(self) -> int:

@@ -168,7 +168,7 @@ class Embedder:
                 continue
             u = getattr(response, "usage", None)
             cost = self.transport.pricing.of(response)
-            self.stats.add_cost(cost, self.settings.name)
+            self.stats.add_cost(cost, self.settings.name, self.settings.api_base)
             batch = owners[start : start + batch_size]
             tokens, extra = divmod(getattr(u, "prompt_tokens", 0) or 0, len(batch))
             for n, owner in enumerate(batch):  # the remainder of the division goes to the first pieces

@@ -146,7 +146,7 @@ class LLM:
             completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
             cost=cost,
         )
-        self.stats.add_cost(cost, self.settings.name)
+        self.stats.add_cost(cost, self.settings.name, self.settings.api_base)
 
     async def structured(
         self,

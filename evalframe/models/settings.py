@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evalframe.errors import ConfigError
+from evalframe.models import providers
 from evalframe.models.limits import ModelLimits, parallel_jobs
 from evalframe.models.loader import lib
 
@@ -79,13 +80,15 @@ class ModelSettings:
         return key or None
 
     def check_credentials(self, key: str = "model", pick: str | None = None) -> None:
-        """Fail before any work if the key is missing, naming the variable and the alternatives.
+        """Fail before any work if LiteLLM cannot place the model's name (a provider's typo), or the
+        key is missing, naming the variable and the alternatives.
 
         `key` is where this model sits in the config: `model` (the judge) or `target.model`; `pick`
         how another preset is chosen there (`model=`, `model@target.model=`, or `KEY=` for a key
         that names a preset, like target.simulate.user_model).
         """
         pick = pick or ("model=" if key == "model" else f"model@{key}=")
+        providers.check(self.name, self.api_base, key)
         if self.batch and lib().get_llm_provider(self.name)[1] not in ("openai", "anthropic"):
             # evalframe.batch drives OpenAI's Batch API and Anthropic's Message Batches; Gemini (AI
             # Studio) and Ollama have no batch API that LiteLLM drives.

@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 import math
 import os
+import shlex
+import shutil
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -125,8 +127,37 @@ def summary(s: Summary, saved: Path) -> None:
         console.print(_table("judges", ("scorer", "judge", "mean", "unscored"), s.judge_rows()))
     for line in [*s.figure_lines(), *s.panel_lines()]:
         console.print(line, markup=False, highlight=False)
-    console.print(f"{s.totals()}; results: {saved}")
+    console.print(s.totals(), markup=False, highlight=False)
     unscored(s, saved)
+    files(saved)
+
+
+def files(saved: Path) -> None:
+    """Where the run's files are, one a line: report.html (when written) and results.jsonl."""
+    report = saved.parent / "report.html"
+    for what, path in (("report", report), ("results", saved)):
+        if path.is_file():
+            console.print(f"{what}: {_shown(path)}", soft_wrap=True, markup=False, highlight=False)
+
+
+def _shown(path: Path) -> str:
+    """A path as the user's shell reaches it from here: relative below the working directory."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def ui_command() -> str:
+    """How the user's shell starts the UI: `evalframe ui` when `evalframe` is on its PATH; else this
+    installation's script by its path (a venv not activated: `make run` does not activate it), else
+    this Python with -m."""
+    if shutil.which("evalframe"):
+        return "evalframe ui"
+    script = Path(sys.executable).parent / "evalframe"
+    if script.is_file():
+        return f"{shlex.quote(_shown(script))} ui"
+    return f"{shlex.quote(sys.executable)} -m evalframe ui"
 
 
 def unscored(s: Summary, saved: Path) -> None:
@@ -273,5 +304,5 @@ def where_to_look(uri: str, shown_uri: str, experiment_id: str, run_id: str, wha
         # `evalframe ui` finds the store as a run does: name it only when a run given none would not.
         default = os.environ.get("MLFLOW_TRACKING_URI", "sqlite:///mlflow.db")
         store = "" if uri == default else f" tracking.uri={uri}"
-        line = f"{what}: evalframe ui{store}  ->  http://127.0.0.1:5000/{page}"
+        line = f"{what}: {ui_command()}{store}  ->  http://127.0.0.1:5000/{page}"
     console.print(line, soft_wrap=True, markup=False, highlight=False)

@@ -38,8 +38,8 @@ FOLD_CHARS = 400
 _CSS = (
     """
 body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px;color:#1d2433;background:#fff}
-h1{font-size:22px;margin:0 0 4px}h2{font-size:18px;margin:28px 0 8px}
-.meta{color:#5b6478;font-size:13px}
+h1{font-size:22px;margin:0 0 4px;overflow-wrap:anywhere}h2{font-size:18px;margin:28px 0 8px}
+.meta{color:#5b6478;font-size:13px;overflow-wrap:anywhere}
 table{border-collapse:collapse;font-size:13px;margin:6px 0}
 th,td{border:1px solid #d6dae3;padding:4px 8px;vertical-align:top;text-align:left}
 th{background:#f2f4f8;position:sticky;top:0}

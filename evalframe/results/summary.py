@@ -197,16 +197,22 @@ class Summary:
             if s.batched
             else ""
         )
-        unpriced = (
-            f" (no price for {', '.join(sorted(s.unpriced))}: set its input_cost_per_token, "
-            "output_cost_per_token)"
-            if s.unpriced and math.isnan(u.cost)
-            else ""
-        )
+        unpriced = f" ({self._unpriced()})" if s.unpriced and math.isnan(u.cost) else ""
         return (
             f"model calls: {s.calls}, cache hits: {s.hits}{limited}; tokens: {u.prompt_tokens} in, "
             f"{u.completion_tokens} out; cost {fmt_cost(u.cost)}{unpriced}{batched}"
         )
+
+    def _unpriced(self) -> str:
+        """Why the cost is unknown: a model served at a custom api_base (whose price its name cannot
+        tell), or one LiteLLM has no price for; and what to set."""
+        elsewhere = sorted(self.stats.behind_api_base)
+        unknown = sorted(self.stats.unpriced - self.stats.behind_api_base)
+        said = [f"no price for {', '.join(unknown)}"] if unknown else []
+        if elsewhere:
+            said.append(f"{', '.join(elsewhere)} at a custom api_base, whose price LiteLLM cannot know")
+        free = ", 0 for a free local server" if elsewhere else ""
+        return "; ".join(said) + f": set its input_cost_per_token, output_cost_per_token{free}"
 
     def text(self) -> str:
         """The tables as aligned plain text (the Python API, a failing test's report)."""

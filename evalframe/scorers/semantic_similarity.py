@@ -103,10 +103,13 @@ class SemanticSimilarity(Scorer):
         if problem:
             return ScoreResult(math.nan, f"unscored: {problem}", steps, details, problem)
         value = round(combined, 4)
-        described = ", ".join(f"{m}: {c:.2f}" for m, c in cosines.items())
+        each = ", ".join(f"{m}: {c:.2f}" for m, c in cosines.items())
         if self.threshold is None:
-            reason = f"Cosine similarity {value:.2f} ({described})."
+            # Each number once: one model's cosine is the score ("0.87 (local/...)"); several models'
+            # are what the score combines.
+            of = f"{self.aggregate.how} of {each}" if len(cosines) > 1 else next(iter(cosines))
+            reason = f"Cosine similarity {value:.2f} ({of})."
         else:
             verdict = "pass" if value >= 0.5 else "fail"
-            reason = f"{verdict}: cosine {described} against threshold {self.threshold}."
+            reason = f"{verdict}: cosine {each} against threshold {self.threshold}."
         return ScoreResult(value, reason, steps, details)

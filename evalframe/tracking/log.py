@@ -50,15 +50,22 @@ def params(config: Mapping[str, Any]) -> dict[str, str]:
     """The run's settings as MLflow params, each value once and no secret. A scorer's key equal to the
     root key of the same name (`penalties`, `model`, `reason`: the scorer files take them by
     interpolation) is the root's, logged once under the root's name, so a swept `penalties.missing` is
-    one column in the compare view and one axis of its parallel-coordinates chart."""
+    one column in the compare view and one axis of its parallel-coordinates chart. The root `model`
+    (the judge) only when a scorer asks it: a run of exact_match or local embeddings called no model."""
     safe = redact(config)
+    specs = safe.get("scorers") or {}
     scorers = {
         name: {k: v for k, v in spec.items() if not (k in safe and safe[k] == v)}
         if isinstance(spec, Mapping)
         else spec
-        for name, spec in (safe.get("scorers") or {}).items()
+        for name, spec in specs.items()
     }
-    return flatten({**safe, "scorers": scorers})
+    judged = any(
+        isinstance(s, Mapping) and "model" in s and s["model"] == safe.get("model") and not s.get("models")
+        for s in specs.values()
+    )
+    root = {k: v for k, v in safe.items() if k != "model" or judged}
+    return flatten({**root, "scorers": scorers})
 
 
 def prompts_log(result: RunResult, limit: int = RAW_REPLY_LIMIT) -> str:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from evalframe.data.rows import load_rows
+from evalframe.report.console import ui_command
 from tests.conftest import fake_model, run_cli
 from tests.testserver import FakeLLMServer
 
@@ -38,9 +39,8 @@ def test_answer_similarity_end_to_end_logs_everything_to_mlflow(
     )
     assert result.returncode == 0, result.stderr
     assert "answer_similarity" in result.stdout and "unscored" in result.stdout  # the summary table
-    assert re.search(
-        r"^View: evalframe ui  ->  http://127.0.0.1:5000/#/experiments/\d+/runs/\w+$", result.stdout, re.M
-    )
+    view = rf"^View: {re.escape(ui_command())}  ->  http://127.0.0.1:5000/#/experiments/\d+/runs/\w+$"
+    assert re.search(view, result.stdout, re.M)
     # One extraction per distinct text (outputs and ground truths; a text shared by rows is extracted
     # once), one analysis per non-empty output; an empty output costs no call at all.
     rows = [r for r in load_rows({"path": None}) if r.output and r.output.strip()]

@@ -134,7 +134,8 @@ def test_a_batched_model_without_a_price_costs_unknown_not_half_of_a_guess(
         Summary.of(result)
         .totals()
         .endswith(
-            f"cost — (no price for openai/gpt-4o-mini: set its input_cost_per_token, output_cost_per_token) "
+            "cost — (openai/gpt-4o-mini at a custom api_base, whose price LiteLLM cannot know: set its "
+            "input_cost_per_token, output_cost_per_token, 0 for a free local server) "
             f"({result.stats.batched} requests in batches at the batch price; without batching —)"
         )
     )

@@ -74,8 +74,8 @@ def test_a_judge_behind_an_api_base_without_a_price_costs_unknown_everywhere(
     assert rows["token_f1"].rstrip("│ ").endswith("$0")
     said = " ".join(out.split())  # the line as said, wherever the console wrapped it
     assert (
-        "cost — (no price for openai/gpt-4o-mini: set its input_cost_per_token, output_cost_per_token)"
-        in said
+        "cost — (openai/gpt-4o-mini at a custom api_base, whose price LiteLLM cannot know: set its "
+        "input_cost_per_token, output_cost_per_token, 0 for a free local server)" in said
     )
     assert "$nan" not in out and "nan" not in Summary.of(result).text()
 
@@ -109,7 +109,7 @@ def test_a_price_in_the_model_config_costs_the_tokens_at_that_price(
     params = run.data.params
     assert (params["model.input_cost_per_token"], params["model.output_cost_per_token"]) == ("2e-06", "1e-05")
     assert redaction.scrub_text("at 2e-06 per token") == "at 2e-06 per token"
-    assert f"cost {fmt_cost(paid)};" in " ".join(capsys.readouterr().out.split())
+    assert f"cost {fmt_cost(paid)} report: " in " ".join(capsys.readouterr().out.split())
 
 
 def test_the_scripted_model_stays_priced_by_litellm(scripted: ScriptedModel, tmp_path: Path) -> None:
@@ -119,6 +119,38 @@ def test_the_scripted_model_stays_priced_by_litellm(scripted: ScriptedModel, tmp
     paid = _paid(_judged(result), 1.5e-7, 6e-7)  # as tests/scripted.py registers it
     assert paid > 0 and result.usage.cost == pytest.approx(paid, rel=1e-9)
     assert not result.stats.unpriced
+
+
+def test_an_unknown_cost_says_whether_a_custom_api_base_is_why(
+    scripted: ScriptedModel, tmp_path: Path
+) -> None:
+    """Before: `no price for scripted/judge` also when the judge was served at a custom api_base, where
+    no name tells the price. The scripted judge answers whatever the api_base; another scripted name
+    has no price in LiteLLM."""
+    said = {}
+    for name, overrides in (
+        ("api_base", ["model.api_base=http://127.0.0.1:9/v1"]),
+        ("no_price", ["model.name=scripted/unpriced"]),
+    ):
+        config = compose(
+            [
+                "scorer=answer_similarity",
+                *fake_model(scripted),
+                *overrides,
+                "tracking=none",
+                "dataset.limit=2",
+            ]
+        )
+        result, _ = pipeline.evaluate(config, tmp_path / name)
+        assert result.stats.calls > 0 and math.isnan(result.usage.cost)
+        said[name] = Summary.of(result).totals()
+    assert said["api_base"].endswith(
+        "cost — (scripted/judge at a custom api_base, whose price LiteLLM cannot know: set its "
+        "input_cost_per_token, output_cost_per_token, 0 for a free local server)"
+    )
+    assert said["no_price"].endswith(
+        "cost — (no price for scripted/unpriced: set its input_cost_per_token, output_cost_per_token)"
+    )
 
 
 def test_a_priced_judge_keeps_its_cost_when_the_target_has_none(

@@ -48,7 +48,7 @@ def test_the_schema_reaches_the_responder_and_usage_and_cost_come_back(scripted:
     assert step.usage.prompt_tokens > 0 and step.usage.completion_tokens > 0 and step.usage.cost > 0
 
 
-def test_no_key_is_needed() -> None:
+def test_no_key_is_needed(scripted: ScriptedModel) -> None:
     assert missing_keys(NAME) == []
     ModelSettings(name=NAME).check_credentials()  # no api_key_env: nothing to check
 

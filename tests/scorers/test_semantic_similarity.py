@@ -223,3 +223,20 @@ def test_a_second_default_run_makes_no_embedding_call(tmp_path: Path) -> None:
     second, _ = pipeline.evaluate(config, tmp_path / "second")
     assert first.stats.calls > 0 and second.stats.calls == 0 and second.stats.hits > 0
     assert second.means == first.means
+
+
+def test_each_number_is_in_the_reason_once(judge_server: FakeLLMServer) -> None:
+    """Before: "Cosine similarity 0.87 (openai/text-embedding-3-small: 0.87)."."""
+    items = [(row("a b c"), "a b d")]
+    [one] = asyncio.run(remote(judge_server).score(items, Context(limiter=asyncio.Semaphore(2))))
+    assert one.reason == f"Cosine similarity {one.score:.2f} (openai/text-embedding-3-small)."
+    two = SemanticSimilarity(
+        models=["openai/text-embedding-3-small", "openai/text-embedding-3-large"],
+        api_base=judge_server.openai_base,
+    )
+    [both] = asyncio.run(two.score(items, Context(limiter=asyncio.Semaphore(2))))
+    small, large = (both.details["cosine"][m] for m in two.models_)
+    assert both.reason == (
+        f"Cosine similarity {both.score:.2f} (mean of openai/text-embedding-3-small: {small:.2f}, "
+        f"openai/text-embedding-3-large: {large:.2f})."
+    )
