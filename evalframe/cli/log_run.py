@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from evalframe.config import compose as configs
+from evalframe.config.settings import RunSettings
 from evalframe.errors import ConfigError
 from evalframe.results import objective
 from evalframe.results.agreement import with_agreement
@@ -18,7 +19,7 @@ from evalframe.results.manifest import MANIFEST
 from evalframe.results.nouns import Verdict
 from evalframe.results.results_file import latest_items
 from evalframe.results.run import RunResult
-from evalframe.run import modes, pipeline
+from evalframe.run import modes
 from evalframe.run.sinks import Concluded, publish
 
 USAGE = (
@@ -58,7 +59,8 @@ def log_saved_run(directory: Path, tracking_cfg: Mapping[str, Any], again: bool 
         return 0
     saved = manifest.config
     saved["tracking"] = {**saved.get("tracking", {}), **tracking_cfg, "enabled": True}
-    result = RunResult(items=[], scorers=list(saved["scorers"]), keep=pipeline.keep_items(saved))
+    settings = RunSettings.of_record(saved)
+    result = RunResult(items=[], scorers=list(settings.scorers), keep=settings.keep_items)
     for item in latest_items(journal.path):  # one at a time: the result keeps its first keep_items
         result.add(item)
     with_intervals(result)
@@ -68,4 +70,5 @@ def log_saved_run(directory: Path, tracking_cfg: Mapping[str, Any], again: bool 
         result.verdict = Verdict(int(gate["exit_code"]), tuple(gate["failed"]))
     result.facts = dict(manifest.about)
     print(f"logging {result.count} items from {journal.path}", file=sys.stderr)
-    return publish(Concluded(result, saved, journal, manifest.overrides), modes.LOGGED.sinks(saved))
+    done = Concluded(result, settings, saved, journal, manifest.overrides)
+    return publish(done, modes.LOGGED.sinks(settings))

@@ -92,3 +92,9 @@ class RunSettings(BaseModel):
     shard: NonNegativeInt | None = None
     max_unscored_rate: Share = 0.1
     agreement_threshold: Share = 0.5
+
+    @classmethod
+    def of_record(cls, config: dict[str, Any]) -> RunSettings:
+        """The settings of a config a run recorded (its run.json), checked when it ran: the keys this
+        evalframe reads (one it no longer has, an older run's `rescore`, is left out)."""
+        return cls.model_validate({k: v for k, v in config.items() if k in cls.model_fields})

@@ -140,23 +140,23 @@ def files(saved: Path) -> None:
             console.print(f"{what}: {_shown(path)}", soft_wrap=True, markup=False, highlight=False)
 
 
-def _shown(path: Path) -> str:
-    """A path as the user's shell reaches it from here: relative below the working directory."""
+def _shown(path: Path, here: Path | None = None) -> str:
+    """A path as the user's shell reaches it from `here` (the working directory): relative below it."""
     try:
-        return str(path.resolve().relative_to(Path.cwd().resolve()))
+        return str(path.resolve().relative_to((here or Path.cwd()).resolve()))
     except ValueError:
         return str(path)
 
 
-def ui_command() -> str:
-    """How the user's shell starts the UI: `evalframe ui` when `evalframe` is on its PATH; else this
-    installation's script by its path (a venv not activated: `make run` does not activate it), else
-    this Python with -m."""
+def ui_command(here: Path | None = None) -> str:
+    """How the user's shell in `here` (the working directory) starts the UI: `evalframe ui` when
+    `evalframe` is on its PATH; else this installation's script by its path (a venv not activated:
+    `make run` does not activate it), else this Python with -m."""
     if shutil.which("evalframe"):
         return "evalframe ui"
     script = Path(sys.executable).parent / "evalframe"
     if script.is_file():
-        return f"{shlex.quote(_shown(script))} ui"
+        return f"{shlex.quote(_shown(script, here))} ui"
     return f"{shlex.quote(sys.executable)} -m evalframe ui"
 
 

@@ -11,7 +11,7 @@ from evalframe import redaction
 from evalframe.data import rows as data
 from evalframe.models.context import Context
 from evalframe.results.journal import Journal
-from evalframe.results.nouns import RAW_REPLY_LIMIT, ItemResult, ScoreResult
+from evalframe.results.nouns import ItemResult, ScoreResult
 from evalframe.results.results_file import Finished
 from evalframe.results.run import RunResult
 from evalframe.run import flow, reuse
@@ -26,9 +26,9 @@ async def execute(
     lower = frozenset(name for name, s in plan.scorers.items() if s.better == "lower")
     result = RunResult(items=[], scorers=list(plan.scorers), keep=keep, lower_better=lower)
     chunks = [plan.target.chunk, *(s.chunk for s in plan.scorers.values())]
-    window = data.window_size(plan.config)  # a batched judge gets a window of rows in each of its batches
+    window = plan.settings.window or 2000  # a batched judge gets a window of rows in each of its batches
     batched = any(m.batch for s in plan.scorers.values() for m in s.models())
-    sizes = flow.sizes(window, window if batched else int(plan.config.get("concurrency", 8)), chunks)
+    sizes = flow.sizes(window, window if batched else plan.settings.concurrency, chunks)
 
     score: flow.Score = lambda rows, add: _score_rows(plan, ctx, journal, rows, add)  # noqa: E731
     await flow.run(plan.rows, score, result, done, *sizes)
@@ -42,7 +42,7 @@ async def _score_rows(
     each item the moment its last scorer returns its result."""
     items: dict[str, ItemResult] = {}
     waiting: dict[str, set[str]] = {}
-    raw_limit = int(plan.config.get("raw_reply_limit") or RAW_REPLY_LIMIT)
+    raw_limit = plan.settings.raw_reply_limit
 
     def record(scorer: str, row: data.Row, result: ScoreResult) -> None:
         item = items[row.id]

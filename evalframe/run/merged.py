@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from evalframe.config.settings import RunSettings
 from evalframe.errors import EXIT_USAGE
 from evalframe.results import objective as objectives
 from evalframe.results.journal import RESULTS, Journal
@@ -18,7 +19,7 @@ from evalframe.results.manifest import Manifest
 from evalframe.results.results_file import iter_lines
 from evalframe.results.run import RunResult
 from evalframe.run import modes
-from evalframe.run.pipeline import aggregate, conclude, keep_items
+from evalframe.run.pipeline import aggregate, conclude
 from evalframe.run.sinks import publish
 
 SHARD_KEYS = ("shard", "shards")
@@ -65,10 +66,11 @@ def merge(
     config = {**manifests[0].config, "shard": None, "tracking": tracking}
     whole = [o for o in overrides if o.split("=", 1)[0].lstrip("+~") not in SHARD_KEYS]
     result, journal = _result(sweep_dir, manifests, config, overrides)
-    run = conclude(result, config, journal, modes.MERGE, whole)
+    settings = RunSettings.of_record(config)
+    run = conclude(result, settings, config, journal, modes.MERGE, whole)
     run.tags, run.into = {"evalframe.shards": str(shards)}, parent
     run.heading = f"shards: {shards} of {shards} finished; the whole evaluation, {result.count} items:"
-    return publish(run, modes.MERGE.sinks(config))
+    return publish(run, modes.MERGE.sinks(settings))
 
 
 def _result(
@@ -79,7 +81,8 @@ def _result(
     merges = [m.merging for m in manifests]
     lower = frozenset(name for m in merges for name in m.get("lower_better") or ())
     scorers = list(config.get("scorers") or {})
-    result = RunResult(items=[], scorers=scorers, keep=keep_items(config), lower_better=lower)
+    keep = RunSettings.of_record(config).keep_items
+    result = RunResult(items=[], scorers=scorers, keep=keep, lower_better=lower)
     result.stats.calls = sum(int(m.get("calls") or 0) for m in merges)  # the summary's figures
     result.stats.hits = sum(int(m.get("hits") or 0) for m in merges)
     journal = Journal(sweep_dir)

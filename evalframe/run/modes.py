@@ -7,10 +7,9 @@ has."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
 
+from evalframe.config.settings import RunSettings
 from evalframe.run import sinks
 from evalframe.tracking import sweeps
 
@@ -34,12 +33,11 @@ class Mode:
     progress: bool = True  # the live bar (a shard's is the sweep's: evalframe.sweep.progress)
     says_notes: bool = True  # tracking's notes said as they come (a tick: only its failures, after its line)
 
-    def sinks(self, config: Mapping[str, Any]) -> list[sinks.Sink]:
+    def sinks(self, settings: RunSettings) -> list[sinks.Sink]:
         """Its outputs as sinks, in publishing order: MLflow only with tracking on, verdicts onto traces
         only with tracking.feedback (default on: a trace dataset lives in MLflow whatever the run does)."""
-        tracking = config.get("tracking") or {}
-        off = {MLFLOW} if not tracking.get("enabled") else set()
-        off |= {VERDICTS} if not tracking.get("feedback", True) else set()
+        off = {MLFLOW} if not settings.tracking.enabled else set()
+        off |= {VERDICTS} if not settings.tracking.feedback else set()
         return [sink for name, sink in _IN_ORDER.items() if name in self.outputs and name not in off]
 
     def part(self) -> Mode:
@@ -62,8 +60,8 @@ PROBE = Mode("probe", frozenset(), gated=False, progress=False)  # a re-score's 
 LOGGED = Mode("log-run", frozenset({MLFLOW, VERDICTS, WHERE}))  # a finished run logged later
 
 
-def of(config: Mapping[str, Any]) -> Mode:
+def of(settings: RunSettings) -> Mode:
     """The mode a command line's run is in: a shard of a sharded evaluation, a job of a sweep, or a run."""
-    if config.get("shard") is not None:
+    if settings.shard is not None:
         return SHARD
     return SWEEP_JOB if sweeps.sweep_job() is not None else RUN

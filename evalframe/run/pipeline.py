@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from evalframe import redaction
+from evalframe.config.settings import RunSettings
 from evalframe.errors import EXIT_INTERRUPTED, EXIT_OK
 from evalframe.models.cache import Cache
 from evalframe.models.context import Context
@@ -59,7 +60,7 @@ def evaluate(
         return nothing, EXIT_OK
     try:
         run = run_plan(
-            p, directory, mode or modes.of(config), resume_from is not None, overrides, given, annotate
+            p, directory, mode or modes.of(p.settings), resume_from is not None, overrides, given, annotate
         )
     except KeyboardInterrupt:
         print(
@@ -85,38 +86,36 @@ def run_plan(
     and publish. `run_id`: the MLflow run the verdicts link to when the mode logs none of its own (a
     watch tick's: its watcher's). An interruption (Ctrl-C, SIGTERM) leaves every finished item in the
     journal and is raised on."""
-    config = p.config
+    config, settings = p.config, p.settings
     objective = objectives.of_config(config)  # a typo in objective.metric must not cost a sweep
-    gate.validate(
-        config.get("gate") or {}, list(p.scorers), {n for n, s in p.scorers.items() if s.better == "lower"}
-    )
+    lower = {n for n, s in p.scorers.items() if s.better == "lower"}
+    gate.validate(settings.gate.model_dump(), list(p.scorers), lower)
     journal = Journal(directory)
     done = _journal(p, journal, resume, overrides)
-    ctx = _context(config, journal.directory, given.cache if given else None)
+    ctx = _context(settings, journal.directory, given.cache if given else None)
     warm = warmup.of(p, ctx.stats)  # the imports the end needs, while the models answer
     steps = (len(p.rows) - len(done)) * (len(p.scorers) + p.target.reports_progress)
     try:
         with report.progress(steps, ctx.stats, shown=mode.progress) as advance:
             ctx.advance = warm.counting(advance)
-            result = flow.run_async(warm.during(execute(p, ctx, journal, done, keep_items(config))))
+            result = flow.run_async(warm.during(execute(p, ctx, journal, done, settings.keep_items)))
     except BaseException:
         journal.close()  # a stop mid-run keeps every finished item for a resume
         raise
     result.stats, result.run_id = ctx.stats, run_id
     aggregate(result, config, objective)
-    run = conclude(result, config, journal, mode, overrides)
+    run = conclude(result, settings, config, journal, mode, overrides)
     run.tags = annotate(result) if annotate else {}
-    publish(run, mode.sinks(config), say=mode.says_notes)
+    publish(run, mode.sinks(settings), say=mode.says_notes)
     return run
 
 
-def _context(config: Mapping[str, Any], directory: Path, cache: Cache | None) -> Context:
+def _context(settings: RunSettings, directory: Path, cache: Cache | None) -> Context:
     """The run's shared state: `concurrency` requests in flight at once, the judge cache (or the replies
     given, a re-score's), the run directory (where batched judges journal their batches)."""
-    cache_cfg = config.get("cache") or {}
     return Context(
-        limiter=asyncio.Semaphore(int(config.get("concurrency", 8))),
-        cache=cache or Cache(cache_cfg.get("mode", "readwrite"), cache_cfg.get("dir")),
+        limiter=asyncio.Semaphore(settings.concurrency),
+        cache=cache or Cache(settings.cache.mode, settings.cache.dir),
         run_dir=directory,
     )
 
@@ -143,18 +142,21 @@ def aggregate(result: RunResult, config: Mapping[str, Any], objective: Objective
 
 
 def conclude(
-    result: RunResult, config: Mapping[str, Any], journal: Journal, mode: Mode, overrides: list[str] | None
+    result: RunResult,
+    settings: RunSettings,
+    config: Mapping[str, Any],
+    journal: Journal,
+    mode: Mode,
+    overrides: list[str] | None,
 ) -> Concluded:
     """The gate decided (a mode that is a part of the evaluation passes: its whole is gated) and the
     record finished before anything is published, so run.json, report.html and MLflow all hold it."""
     code, checks = EXIT_OK, list[gate.Check]()
     if mode.gated:
-        code, checks = gate.evaluate(
-            result, config.get("gate") or {}, float(config.get("max_unscored_rate", 0.1))
-        )
+        code, checks = gate.evaluate(result, settings.gate.model_dump(), settings.max_unscored_rate)
     result.verdict, result.facts = gate.verdict(code, checks), summaries.facts(config, result)
     journal.finish(result.means, result.objective, result.verdict, result.facts, merging(result))
-    return Concluded(result, config, journal, overrides, code, checks)
+    return Concluded(result, settings, config, journal, overrides, code, checks)
 
 
 def merging(result: RunResult) -> dict[str, Any]:
@@ -165,9 +167,3 @@ def merging(result: RunResult) -> dict[str, Any]:
         "calls": result.stats.calls,
         "hits": result.stats.hits,
     }
-
-
-def keep_items(config: Mapping[str, Any]) -> int | None:
-    """How many items a result holds for MLflow's table, reasons.md and prompts.jsonl (null: all)."""
-    keep = config.get("keep_items", 2000)
-    return None if keep is None else int(keep)

@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from evalframe.config.check import check
+from evalframe.config.settings import RunSettings
 from evalframe.data import judged, rows as data, shards, splits
 from evalframe.errors import ConfigError
 from evalframe.models.cache import Cache
@@ -25,6 +27,7 @@ class Plan:
     """A validated evaluation, ready to run."""
 
     config: dict[str, Any]
+    settings: RunSettings  # the config typed (config.check): what the lifecycle reads
     target: Target
     scorers: dict[str, Scorer]
     rows: data.Rows  # validated; read again as the run executes
@@ -51,12 +54,13 @@ def plan(config: dict[str, Any], given: Given | None = None, started: float | No
     """Build target and scorers, check credentials, read and validate every row and prompt. `started`
     (seconds since the epoch; None: now) is when the run started, which a trace dataset's time window
     counts from: a resumed run passes its first start, so it reads the traces the run started on."""
+    settings = check(config)  # first: a bad value costs nothing
     given = given or Given()
     started = time.time() if started is None else started
     scorers = scorers_of(config, given.scorers)
     target = target_of(config, given.target)
     live_traces.attach(target)  # a traced function's calls: their traces read (tracking reads MLflow)
-    bound_work(scorers, None, config.get("max_judgments"))  # judges x repeats alone: before reading rows
+    bound_work(scorers, None, settings.max_judgments)  # judges x repeats alone: before reading rows
     if given.cache is None or given.cache.asks_models:  # (a re-score's replies are all stored: no key)
         check_credentials(target, scorers)
     if given.rows is not None:
@@ -70,7 +74,7 @@ def plan(config: dict[str, Any], given: Given | None = None, started: float | No
     needs = [(name, need) for name, scorer in scorers.items() for need in scorer.required()]
     columns = data.column_names(config.get("dataset") or {})
 
-    def check(window: list[data.Row]) -> None:
+    def checked(window: list[data.Row]) -> None:
         target.validate(window, rows.source)
         for name, need in target.from_rows(needs):  # not those a live target hands over
             data.require(window, rows.source, need, f"scorer {name} needs", columns[need])
@@ -78,16 +82,16 @@ def plan(config: dict[str, Any], given: Given | None = None, started: float | No
     shard = shards.selected(config)  # one shard of a sharded evaluation (-m shards=N): its rows only
     counter = shards.Counter(*shard) if shard and given.rows is None else None
     # The whole file, one pass, before any call: also a shard's, so a bad row stops every shard alike.
-    first = rows.validate(counter.counting(check) if counter else check, data.window_size(config))
+    first = rows.validate(counter.counting(checked) if counter else checked, data.window_size(config))
     if given.rows is None:  # (rows given as they are, the API's or a re-score's, are never split)
-        rows = splits.tune_part(rows, config.get("tune") or {})
+        rows = splits.tune_part(rows, settings.tune.model_dump())
     if counter:
         rows = counter.part(rows)
-    bound_work(scorers, len(rows), config.get("max_judgments"))
+    bound_work(scorers, len(rows), settings.max_judgments)
     for scorer in scorers.values():
         scorer.validate(target.sample(first))
     inputs = hashlib.sha256(f"{rows.digest}\n{target.identity()}".encode()).hexdigest()[:16]
-    return Plan(config, target, scorers, rows, inputs, verdicts, unjudged, started)
+    return Plan(config, settings, target, scorers, rows, inputs, verdicts, unjudged, started)
 
 
 def build(spec: Mapping[str, Any], where: str) -> Any:

@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from evalframe.config.settings import RunSettings
 from evalframe.errors import EXIT_OK
 from evalframe.report import console as report, html as html_report
 from evalframe.results import gate, summary as summaries
@@ -22,7 +23,8 @@ class Concluded:
     """A run whose gate is decided and whose record is finished: what every sink reads."""
 
     result: RunResult
-    config: Mapping[str, Any]
+    settings: RunSettings
+    config: Mapping[str, Any]  # as resolved: what MLflow's params and the verdicts' sources are made of
     journal: Journal
     overrides: list[str] | None = None
     code: int = EXIT_OK  # the gate's exit code
@@ -93,7 +95,7 @@ def trace_verdicts(run: Concluded) -> None:
 
 def where_to_look(run: Concluded) -> None:
     if run.where:
-        uri = str(run.config["tracking"]["uri"])
+        uri = str(run.settings.tracking.uri)
         report.where_to_look(uri, store.display_uri(uri), *run.where)
 
 

@@ -39,7 +39,7 @@ def test_answer_similarity_end_to_end_logs_everything_to_mlflow(
     )
     assert result.returncode == 0, result.stderr
     assert "answer_similarity" in result.stdout and "unscored" in result.stdout  # the summary table
-    view = rf"^View: {re.escape(ui_command())}  ->  http://127.0.0.1:5000/#/experiments/\d+/runs/\w+$"
+    view = rf"^View: {re.escape(ui_command(tmp_path))}  ->  http://127.0.0.1:5000/#/experiments/\d+/runs/\w+$"
     assert re.search(view, result.stdout, re.M)
     # One extraction per distinct text (outputs and ground truths; a text shared by rows is extracted
     # once), one analysis per non-empty output; an empty output costs no call at all.

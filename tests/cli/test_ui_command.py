@@ -72,7 +72,7 @@ def test_a_tracking_server_is_named_not_started(capsys: pytest.CaptureFixture[st
 def test_ui_serves_the_run_the_last_line_of_a_run_points_at(tmp_path: Path) -> None:
     done = run_cli(["scorer=exact_match"], cwd=tmp_path)  # no model: logs to ./mlflow.db in seconds
     assert done.returncode == 0, done.stderr
-    line = rf"^View: {re.escape(ui_command())}  ->  http://127.0.0.1:5000/(#/experiments/\d+/runs/(\w+))$"
+    line = rf"^View: {re.escape(ui_command(tmp_path))}  ->  http://127.0.0.1:5000/(#/experiments/\d+/runs/(\w+))$"
     [view] = re.findall(line, done.stdout, re.M)
     page, run_id = view
     port = free_port()

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from evalframe.config.settings import RunSettings
 from evalframe.results.journal import Journal
 from evalframe.results.nouns import ItemResult, ScoreResult
 from evalframe.results.run import RunResult
@@ -36,7 +37,9 @@ def test_results_are_read_back_for_the_traces_only_when_an_item_has_one(
     monkeypatch.setattr(sinks.feedback, "write_back", write_back)
     result = _result(*trace_ids)
     assert result.traced == sum(t is not None for t in trace_ids)
-    sinks.trace_verdicts(Concluded(result, {"tracking": {"feedback": True}}, Journal(tmp_path)))
+    sinks.trace_verdicts(
+        Concluded(result, RunSettings(), {"tracking": {"feedback": True}}, Journal(tmp_path))
+    )
     assert bool(asked) is read_back
 
 
@@ -45,7 +48,7 @@ def test_a_result_built_without_add_still_reads_them_back(
 ) -> None:
     asked: list[Path] = []
     monkeypatch.setattr(sinks.feedback, "write_back", lambda results_file, *args: asked.append(results_file))
-    sinks.trace_verdicts(Concluded(RunResult(items=[], scorers=[]), {"tracking": {}}, Journal(tmp_path)))
+    sinks.trace_verdicts(Concluded(RunResult(items=[], scorers=[]), RunSettings(), {}, Journal(tmp_path)))
     assert asked
 
 

@@ -72,7 +72,7 @@ def test_the_grid_preset_runs_its_combinations_as_child_runs_ranked_by_the_objec
 
     parent, children = sweep_runs(f"sqlite:///{tmp_path / 'mlflow.db'}")
     page = f"#/experiments/{parent.info.experiment_id}/runs/{parent.info.run_id}"
-    assert lines[-1] == f"View the sweep: {ui_command()}  ->  http://127.0.0.1:5000/{page}"
+    assert lines[-1] == f"View the sweep: {ui_command(tmp_path)}  ->  http://127.0.0.1:5000/{page}"
     assert (
         parent.info.status == "FINISHED"
         and "sweep=penalties_grid" in parent.data.tags["evalframe.sweep.overrides"]
