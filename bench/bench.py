@@ -460,10 +460,10 @@ def bench_sweep(base: str, work: Path) -> None:
 
 
 def bench_logging(work: Path, n: int = 10_000) -> None:
-    from evalframe.models.calls import StepResult, Usage
+    from evalframe.models.steps import StepResult, Usage
     from evalframe.report import console as report
-    from evalframe.results.nouns import ItemResult, ScoreResult
-    from evalframe.results.run import RunResult
+    from evalframe.results.run_result import RunResult
+    from evalframe.results.scores import ItemResult, ScoreResult
     from evalframe.tracking import log as tracking
 
     step = StepResult(

@@ -24,9 +24,9 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from evalframe.report import html as html_report  # noqa: E402
-from evalframe.results.nouns import ItemResult, ScoreResult  # noqa: E402
 from evalframe.results.results_file import to_jsonable  # noqa: E402
-from evalframe.results.run import RunResult  # noqa: E402
+from evalframe.results.run_result import RunResult  # noqa: E402
+from evalframe.results.scores import ItemResult, ScoreResult  # noqa: E402
 from evalframe.results.table import items_table  # noqa: E402
 
 SCORERS = ("knowledge_retention", "turn_relevancy")

@@ -32,7 +32,7 @@ os.environ.setdefault("MLFLOW_ENABLE_ASYNC_TRACE_LOGGING", "false")
 from evalframe.config.compose import compose, resolve  # noqa: E402
 from evalframe.data.rows import Row  # noqa: E402
 from evalframe.results.journal import Journal  # noqa: E402
-from evalframe.results.nouns import ItemResult, ScoreResult  # noqa: E402
+from evalframe.results.scores import ItemResult, ScoreResult  # noqa: E402
 from evalframe.run import sources  # noqa: E402
 from evalframe.tracking import feedback  # noqa: E402
 from tests import traced_app  # noqa: E402

@@ -21,8 +21,8 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from evalframe.report import html as html_report  # noqa: E402
-from evalframe.results.nouns import ItemResult, ScoreResult  # noqa: E402
-from evalframe.results.run import RunResult  # noqa: E402
+from evalframe.results.run_result import RunResult  # noqa: E402
+from evalframe.results.scores import ItemResult, ScoreResult  # noqa: E402
 
 SCORERS = ("answer_similarity", "semantic_similarity")
 TEXT = "the capital of france is paris water boils at one hundred degrees celsius sea level"

@@ -12,7 +12,7 @@ import pytest
 from evalframe.config import compose as configs
 from evalframe.errors import ConfigError
 from evalframe.paths import CONF_DIR, PROMPTS_DIR, SAMPLE_DATASET
-from evalframe.results.run import RunResult
+from evalframe.results.run_result import RunResult
 from evalframe.run import pipeline
 from evalframe.tracking import sweeps
 from tests.conftest import Judge, compose, fake_model

@@ -9,7 +9,7 @@ logging are the CLI's, byte for byte.
     result.mean("answer_similarity"), result.items, result.run_id
 """
 
+from evalframe.api.entry_points import evaluate, evaluate_async
 from evalframe.api.evaluation import Evaluation
-from evalframe.api.run import evaluate, evaluate_async
 
 __all__ = ["Evaluation", "evaluate", "evaluate_async"]

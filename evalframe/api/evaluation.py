@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import pandas as pd
 
-    from evalframe.results.nouns import ScorerSummary
-    from evalframe.results.run import RunResult
+    from evalframe.results.run_result import RunResult
+    from evalframe.results.scores import ScorerSummary
 
 
 @dataclass

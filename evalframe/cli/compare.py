@@ -20,8 +20,8 @@ from pathlib import Path
 from evalframe.errors import EXIT_GATE_FAILED, EXIT_OK, EXIT_TRACKING, ConfigError, EvalframeError
 from evalframe.report import compare_html, console as report
 from evalframe.results.comparison import Comparison, compare
-from evalframe.results.nouns import ItemResult
 from evalframe.results.results_file import read_items
+from evalframe.results.scores import ItemResult
 from evalframe.tracking.comparison import log_comparison
 from evalframe.tracking.read import check_store, fetch_run, get_run, sweep_children
 from evalframe.tracking.store import display_uri

@@ -16,9 +16,9 @@ from evalframe.results.agreement import with_agreement
 from evalframe.results.intervals import with_intervals
 from evalframe.results.journal import Journal
 from evalframe.results.manifest import MANIFEST
-from evalframe.results.nouns import Verdict
 from evalframe.results.results_file import latest_items
-from evalframe.results.run import RunResult
+from evalframe.results.run_result import RunResult
+from evalframe.results.scores import GateVerdict
 from evalframe.run import modes
 from evalframe.run.sinks import Concluded, publish
 
@@ -67,7 +67,7 @@ def log_saved_run(directory: Path, tracking_cfg: Mapping[str, Any], again: bool 
     with_agreement(result, saved)
     result.objective = objective.from_json(manifest.objective)
     if gate := manifest.gate:  # the verdict the run reached, recorded again in MLflow
-        result.verdict = Verdict(int(gate["exit_code"]), tuple(gate["failed"]))
+        result.verdict = GateVerdict(int(gate["exit_code"]), tuple(gate["failed"]))
     result.facts = dict(manifest.about)
     print(f"logging {result.count} items from {journal.path}", file=sys.stderr)
     done = Concluded(result, settings, saved, journal, manifest.overrides)

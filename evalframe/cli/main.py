@@ -102,19 +102,19 @@ def _dispatch(args: list[str]) -> int:
     from evalframe.config import typos
 
     typos.check([a for a in rest if not (command == "rescore" and a.startswith("run_id="))])
-    from evalframe.cli import run
+    from evalframe.cli import hydra_app
 
     if command == "rescore":
         from evalframe.cli.rescore import command_line
 
         with tempfile.TemporaryDirectory(prefix="evalframe-") as scratch:  # the logged run's download
             run_id, line = command_line(rest, Path(scratch))
-            return run.hydra_app(line, rescoring=run_id)
+            return hydra_app.hydra_app(line, rescoring=run_id)
     from evalframe.sweep import ray_cluster, shards
 
     # -m shards=N: N jobs, one evaluation; a Ray cluster joined as Ray allows, once it answers
     ray_cluster.reachable(rest)
-    return run.hydra_app(run.resumed_sweep(ray_cluster.joined(shards.expand(rest))))
+    return hydra_app.hydra_app(hydra_app.resumed_sweep(ray_cluster.joined(shards.expand(rest))))
 
 
 def _no_moved_keys(args: list[str]) -> None:

@@ -1,6 +1,6 @@
 """The config outside the command line's own Hydra app: composing conf/ for the Python API and for
 rescore's look-ups, and resolving a composed config into plain data with errors that say what to fix.
-`python -m evalframe` composes through @hydra.main (evalframe.cli.run); everything else comes here."""
+`python -m evalframe` composes through @hydra.main (evalframe.cli.hydra_app); everything else comes here."""
 
 from __future__ import annotations
 

@@ -40,11 +40,11 @@ from typing import Any, TypeVar
 
 from evalframe.models.batch_wires import AnthropicWire, BatchError, OpenAIWire
 from evalframe.models.cache import key as cache_key
-from evalframe.models.calls import Message, Stats
 from evalframe.models.loader import lib
 from evalframe.models.pricing import Pricing
 from evalframe.models.retry import with_retries
 from evalframe.models.settings import ModelSettings
+from evalframe.models.steps import Message, Stats
 from evalframe.models.transport import ModelRejected, transient_errors
 from evalframe.redaction import REDACTED, scrub_text
 

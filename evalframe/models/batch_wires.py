@@ -8,9 +8,9 @@ import copy
 import json
 from typing import TYPE_CHECKING, Any, Protocol
 
-from evalframe.models.calls import Message
 from evalframe.models.loader import lib
 from evalframe.models.settings import ModelSettings
+from evalframe.models.steps import Message
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable

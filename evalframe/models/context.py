@@ -13,10 +13,10 @@ from pathlib import Path
 
 from evalframe.models.batch import Batcher
 from evalframe.models.cache import Cache
-from evalframe.models.calls import Stats
 from evalframe.models.limits import ModelLimits
 from evalframe.models.llm import LLM
 from evalframe.models.settings import ModelSettings
+from evalframe.models.steps import Stats
 
 
 @dataclass

@@ -19,9 +19,9 @@ import json
 import time
 from typing import Any
 
-from evalframe.models.calls import Message
 from evalframe.models.loader import lib
 from evalframe.models.settings import ModelSettings
+from evalframe.models.steps import Message
 
 
 def usable(settings: ModelSettings) -> bool:

@@ -11,9 +11,9 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, cast
 
 from evalframe.models.cache import Cache, key as cache_key
-from evalframe.models.calls import Stats, StepResult, Usage
 from evalframe.models.loader import lib
 from evalframe.models.settings import ModelSettings
+from evalframe.models.steps import Stats, StepResult, Usage
 from evalframe.models.transport import ModelRejected, Transport
 
 if TYPE_CHECKING:  # numpy only for embeddings: a judge's run starts without it

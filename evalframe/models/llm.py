@@ -20,12 +20,12 @@ from pydantic import BaseModel, ValidationError
 from evalframe.data.values import invalid_text, printable
 from evalframe.models import direct
 from evalframe.models.cache import Cache
-from evalframe.models.calls import Message, Stats, StepResult, Usage
 from evalframe.models.embed import Embedder
 from evalframe.models.loader import lib
 from evalframe.models.replies import Replies, Validate
 from evalframe.models.retry import Budget
 from evalframe.models.settings import ModelSettings
+from evalframe.models.steps import Message, Stats, StepResult, Usage
 from evalframe.models.transport import ModelRejected, Transport
 
 Reply = TypeVar("Reply", bound=BaseModel)

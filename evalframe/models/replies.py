@@ -12,8 +12,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from evalframe.models.cache import Cache, key as cache_key
-from evalframe.models.calls import Message, Stats, StepResult, Usage
 from evalframe.models.settings import ModelSettings
+from evalframe.models.steps import Message, Stats, StepResult, Usage
 
 Validate = Callable[[str], dict[str, Any]]  # a raw reply -> the step's reply, or a pydantic ValidationError
 SHARED = 20_000  # answered requests a model keeps to share with identical ones (see Replies._forget)

@@ -11,12 +11,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from evalframe.errors import ConfigError
-from evalframe.models.calls import Stats, StepResult
 from evalframe.models.limits import Deadline
 from evalframe.models.loader import lib
 from evalframe.models.pricing import Pricing
 from evalframe.models.retry import Budget, with_retries
 from evalframe.models.settings import ModelSettings
+from evalframe.models.steps import Stats, StepResult
 
 
 class ModelRejected(ConfigError):

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
 
-from evalframe.results.nouns import ItemResult, ScoreResult, turn_verdicts
+from evalframe.results.scores import ItemResult, ScoreResult, turn_verdicts
 
 # A message longer than this shows its start and folds the rest (chats hold long answers).
 FOLD_CHARS = 1200

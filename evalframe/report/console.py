@@ -19,11 +19,11 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from evalframe.models.calls import Stats
+from evalframe.models.steps import Stats
 from evalframe.results.comparison import COLUMNS as COMPARE_COLUMNS, Comparison
 from evalframe.results.gate import Check
 from evalframe.results.jobs import Best, Holdout, Job, like_the_best
-from evalframe.results.nouns import SHOWN_UNSCORED, Objective
+from evalframe.results.scores import SHOWN_UNSCORED, Objective
 from evalframe.results.summary import AGREEMENT, COLUMNS, Summary, fmt, fmt_cost, fmt_interval, fmt_metric
 
 # Libraries whose INFO and WARNING lines (model loading, DB migrations, font caches, HTTP retries that

@@ -22,8 +22,8 @@ from typing import Any
 
 from evalframe.models import imports
 from evalframe.report import chat_html
-from evalframe.results.nouns import SHOWN_UNSCORED, ItemResult
-from evalframe.results.run import RunResult
+from evalframe.results.run_result import RunResult
+from evalframe.results.scores import SHOWN_UNSCORED, ItemResult
 from evalframe.results.summary import AGREEMENT, COLUMNS, Summary, fmt
 
 REPORT = "report.html"

@@ -18,7 +18,7 @@ from evalframe.report.html import (
     safe_name,
 )
 from evalframe.results.jobs import Holdout, Job, like_the_best
-from evalframe.results.nouns import Objective
+from evalframe.results.scores import Objective
 from evalframe.results.summary import fmt, fmt_interval, fmt_metric
 
 SWEEP_REPORT = "sweep.html"

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from evalframe.results.intervals import SLOW_RESAMPLES, Interval, bootstrap
-from evalframe.results.run import RunResult
+from evalframe.results.run_result import RunResult
 
 # Every agreement metric, in the order tables show them; what objective.metric may name.
 METRICS = ("n", "spearman", "pearson", "kendall", "mae", "accuracy", "kappa")

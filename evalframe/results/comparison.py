@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from evalframe.results.intervals import Difference, paired
-from evalframe.results.nouns import ItemResult
+from evalframe.results.scores import ItemResult
 from evalframe.results.summary import fmt, fmt_interval
 
 COLUMNS = ("scorer", "items", "baseline", "candidate", "difference [95% CI]", "p", "up/down/same", "verdict")

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalframe.errors import EXIT_GATE_FAILED, EXIT_OK, EXIT_UNSCORED, ConfigError
-from evalframe.results.nouns import Verdict
-from evalframe.results.run import RunResult
+from evalframe.results.run_result import RunResult
+from evalframe.results.scores import GateVerdict
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ def _pass_threshold(gate: Mapping[str, Any], scorer: str) -> float:
     return float(threshold)
 
 
-def evaluate(result: RunResult, gate: Mapping[str, Any], max_unscored_rate: float) -> tuple[int, list[Check]]:
+def decide(result: RunResult, gate: Mapping[str, Any], max_unscored_rate: float) -> tuple[int, list[Check]]:
     checks: list[Check] = []
     summaries = result.summaries
     for name, s in summaries.items():
@@ -85,9 +85,9 @@ def evaluate(result: RunResult, gate: Mapping[str, Any], max_unscored_rate: floa
     return (EXIT_OK if all(c.passed for c in checks) else EXIT_GATE_FAILED), checks
 
 
-def verdict(code: int, checks: list[Check]) -> Verdict:
+def verdict(code: int, checks: list[Check]) -> GateVerdict:
     """What the run records of its gate (MLflow tag, run.json, report.html): the failed checks in words."""
     failed = tuple(
         f"{c.scorer} {c.what} {c.actual:.4g} (required {c.required})" for c in checks if not c.passed
     )
-    return Verdict(code, failed)
+    return GateVerdict(code, failed)

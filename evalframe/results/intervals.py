@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from evalframe.models import imports
-from evalframe.results.run import RunResult
+from evalframe.results.run_result import RunResult
 
 CONFIDENCE = 0.95
 SEED = 0

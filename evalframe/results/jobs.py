@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from omegaconf import DictConfig, OmegaConf
 
 from evalframe.results.manifest import MANIFEST, Manifest
-from evalframe.results.nouns import Objective
+from evalframe.results.scores import Objective
 from evalframe.results.summary import fmt_interval, fmt_metric
 
 if TYPE_CHECKING:  # numpy comes with intervals: not on `--help`'s path (the sweep callback imports this)

@@ -21,8 +21,8 @@ from typing import Any, TextIO
 from evalframe.errors import ConfigError, StorageError
 from evalframe.redaction import redact, redact_overrides
 from evalframe.results.manifest import MANIFEST, Manifest
-from evalframe.results.nouns import ItemResult, Objective, Verdict
 from evalframe.results.results_file import Finished, encode
+from evalframe.results.scores import GateVerdict, ItemResult, Objective
 
 RESULTS = "results.jsonl"
 TORN = "results.jsonl.torn"  # last lines cut short by a kill or a full disk, set aside on resume
@@ -184,7 +184,7 @@ class Journal:
         self,
         means: dict[str, float] | None = None,
         objective: Objective | None = None,
-        verdict: Verdict | None = None,
+        verdict: GateVerdict | None = None,
         facts: dict[str, str] | None = None,
         merging: Mapping[str, Any] | None = None,
     ) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 from evalframe.errors import ConfigError
 from evalframe.results import agreement
 from evalframe.results.agreement import METRICS as _AGREEMENT
-from evalframe.results.nouns import Objective, ScorerSummary
+from evalframe.results.scores import Objective, ScorerSummary
 
 DIRECTIONS = ("maximize", "minimize")
 # What a run logs per scorer (results.ScorerSummary) and per scorer against people (agreement.py).

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from evalframe.errors import DataError
-from evalframe.models.calls import StepResult, Usage
-from evalframe.results.nouns import ItemResult, Judgment, ScoreResult
+from evalframe.models.steps import StepResult, Usage
+from evalframe.results.scores import ItemResult, Judgment, ScoreResult
 
 Torn = Callable[[str], None]  # told the one line saying a torn last line was skipped
 

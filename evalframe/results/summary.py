@@ -10,10 +10,10 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from evalframe.models.calls import Stats, Usage
+from evalframe.models.steps import Stats, Usage
 from evalframe.results.agreement import METRICS as AGREEMENT
-from evalframe.results.nouns import ScorerSummary, Unscored
-from evalframe.results.run import RunResult
+from evalframe.results.run_result import RunResult
+from evalframe.results.scores import ScorerSummary, Unscored
 
 COLUMNS = ("scorer", "mean", "95% CI", "std", "min", "max", "scored", "unscored", "cost")
 

@@ -9,8 +9,8 @@ from typing import Any
 
 from evalframe.data.conversations import conversation_of, transcript
 from evalframe.errors import DataError
-from evalframe.results.nouns import ItemResult
-from evalframe.results.run import RunResult
+from evalframe.results.run_result import RunResult
+from evalframe.results.scores import ItemResult
 
 
 def items_table(result: RunResult) -> dict[str, list[Any]]:

@@ -27,8 +27,8 @@ from evalframe.data.values import LISTS, as_text, lists_of
 from evalframe.errors import ConfigError, DataError
 from evalframe.results.journal import RESULTS
 from evalframe.results.manifest import Manifest
-from evalframe.results.nouns import ItemResult
 from evalframe.results.results_file import iter_items
+from evalframe.results.scores import ItemResult
 from evalframe.tracking.read import fetch_run
 
 FIX = (

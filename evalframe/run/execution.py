@@ -11,9 +11,9 @@ from evalframe import redaction
 from evalframe.data import rows as data
 from evalframe.models.context import Context
 from evalframe.results.journal import Journal
-from evalframe.results.nouns import ItemResult, ScoreResult
 from evalframe.results.results_file import Finished
-from evalframe.results.run import RunResult
+from evalframe.results.run_result import RunResult
+from evalframe.results.scores import ItemResult, ScoreResult
 from evalframe.run import flow, reuse
 from evalframe.run.planning import Plan
 

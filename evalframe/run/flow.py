@@ -13,9 +13,9 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from typing import Any, TypeVar, cast
 
 from evalframe.data.rows import Row
-from evalframe.results.nouns import ItemResult
 from evalframe.results.results_file import Finished
-from evalframe.results.run import RunResult
+from evalframe.results.run_result import RunResult
+from evalframe.results.scores import ItemResult
 
 Score = Callable[[list[Row], Callable[[ItemResult], None]], Awaitable[None]]
 

@@ -17,7 +17,7 @@ from evalframe.results import objective as objectives
 from evalframe.results.journal import RESULTS, Journal
 from evalframe.results.manifest import Manifest
 from evalframe.results.results_file import iter_lines
-from evalframe.results.run import RunResult
+from evalframe.results.run_result import RunResult
 from evalframe.run import modes
 from evalframe.run.pipeline import aggregate, conclude
 from evalframe.run.sinks import publish

@@ -29,9 +29,9 @@ from evalframe.models.context import Context
 from evalframe.report import console as report
 from evalframe.results import agreement, gate, intervals, objective as objectives, summary as summaries
 from evalframe.results.journal import Journal
-from evalframe.results.nouns import Objective
 from evalframe.results.results_file import Finished
-from evalframe.results.run import RunResult
+from evalframe.results.run_result import RunResult
+from evalframe.results.scores import Objective
 from evalframe.run import flow, modes, reuse, warmup
 from evalframe.run.execution import execute
 from evalframe.run.modes import Mode
@@ -153,7 +153,7 @@ def conclude(
     record finished before anything is published, so run.json, report.html and MLflow all hold it."""
     code, checks = EXIT_OK, list[gate.Check]()
     if mode.gated:
-        code, checks = gate.evaluate(result, settings.gate.model_dump(), settings.max_unscored_rate)
+        code, checks = gate.decide(result, settings.gate.model_dump(), settings.max_unscored_rate)
     result.verdict, result.facts = gate.verdict(code, checks), summaries.facts(config, result)
     journal.finish(result.means, result.objective, result.verdict, result.facts, merging(result))
     return Concluded(result, settings, config, journal, overrides, code, checks)

@@ -31,14 +31,14 @@ from evalframe.data import rows as data, traces
 from evalframe.data.rows import Row
 from evalframe.errors import ConfigError
 from evalframe.models.cache import Replay, ReplayMiss
-from evalframe.models.calls import StepResult, Usage
 from evalframe.models.context import Context
+from evalframe.models.steps import StepResult, Usage
 from evalframe.report import console as report
 from evalframe.results.intervals import paired
 from evalframe.results.journal import RESULTS
-from evalframe.results.nouns import ItemResult, Objective
 from evalframe.results.results_file import read_items
-from evalframe.results.run import RunResult
+from evalframe.results.run_result import RunResult
+from evalframe.results.scores import ItemResult, Objective
 from evalframe.results.summary import fmt, fmt_interval
 from evalframe.run import modes
 from evalframe.run.earlier import row_of

@@ -13,8 +13,8 @@ from typing import Any
 from evalframe.data import judged
 from evalframe.data.rows import Row
 from evalframe.models.context import Context
-from evalframe.results.nouns import ScoreResult
-from evalframe.results.run import RunResult
+from evalframe.results.run_result import RunResult
+from evalframe.results.scores import ScoreResult
 from evalframe.scorers.base import Scorer
 
 Record = Callable[[str, Row, ScoreResult], None]  # (scorer, row, its result): the pipeline's record

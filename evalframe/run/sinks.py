@@ -14,7 +14,7 @@ from evalframe.errors import EXIT_OK
 from evalframe.report import console as report, html as html_report
 from evalframe.results import gate, summary as summaries
 from evalframe.results.journal import Journal
-from evalframe.results.run import RunResult
+from evalframe.results.run_result import RunResult
 from evalframe.tracking import feedback, log as tracking, store, sweeps
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from evalframe.data import judged
 from evalframe.errors import DataError
-from evalframe.results.run import RunResult
+from evalframe.results.run_result import RunResult
 from evalframe.run import modes, pipeline
 from evalframe.tracking import watcher
 

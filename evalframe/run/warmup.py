@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
-from evalframe.models.calls import Stats
+from evalframe.models.steps import Stats
 from evalframe.report import html as html_report
 from evalframe.results import intervals
 from evalframe.run.planning import Plan

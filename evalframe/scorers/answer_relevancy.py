@@ -17,7 +17,7 @@ from evalframe.data.rows import Row
 from evalframe.errors import ConfigError
 from evalframe.models.context import Context
 from evalframe.models.settings import ModelSettings
-from evalframe.results.nouns import ScoreResult
+from evalframe.results.scores import ScoreResult
 from evalframe.scorers.base import JudgeScorer, Reply, in_order, per_position, round_half_up
 from evalframe.scorers.panel import Panel
 from evalframe.scorers.prompts import PromptSet

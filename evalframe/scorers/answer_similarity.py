@@ -15,10 +15,10 @@ from pydantic import BaseModel, ConfigDict, create_model
 
 from evalframe.data.rows import Row
 from evalframe.errors import ConfigError
-from evalframe.models.calls import StepResult
 from evalframe.models.context import Context
 from evalframe.models.settings import ModelSettings
-from evalframe.results.nouns import ScoreResult
+from evalframe.models.steps import StepResult
+from evalframe.results.scores import ScoreResult
 from evalframe.scorers.base import (
     JudgeScorer,
     Reply,

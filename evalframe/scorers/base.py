@@ -21,7 +21,7 @@ from evalframe.data.rows import Row
 from evalframe.errors import ConfigError
 from evalframe.models.context import Context
 from evalframe.models.settings import ModelSettings
-from evalframe.results.nouns import ScoreResult
+from evalframe.results.scores import ScoreResult
 from evalframe.scorers.panel import Panel
 from evalframe.scorers.prompts import PromptFile, PromptSet
 
@@ -106,7 +106,7 @@ class ItemScorer(Scorer):
 
 class JudgeScorer(ItemScorer):
     """An LLM judge: its whole chain runs once per judge of its panel and per repeat (`models`,
-    `repeats`), and the item's score aggregates them (evalframe.panel); one judge asked once is the
+    `repeats`), and the item's score aggregates them (evalframe.scorers.panel); one judge asked once is the
     plain case."""
 
     panel: Panel

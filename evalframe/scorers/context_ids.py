@@ -17,7 +17,7 @@ from typing import Any
 
 from evalframe.data.rows import Row
 from evalframe.models.context import Context
-from evalframe.results.nouns import ScoreResult
+from evalframe.results.scores import ScoreResult
 from evalframe.scorers.base import Scorer, empty_rule, when_empty
 
 

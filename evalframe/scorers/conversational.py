@@ -36,9 +36,9 @@ from pydantic import create_model
 
 from evalframe.data.conversations import Conversation, Turn, truncated
 from evalframe.errors import ConfigError
-from evalframe.models.calls import StepResult
 from evalframe.models.llm import LLM
-from evalframe.results.nouns import ScoreResult
+from evalframe.models.steps import StepResult
+from evalframe.results.scores import ScoreResult
 from evalframe.scorers.base import Reply, choice, enum_of, in_order, weights_of
 from evalframe.scorers.grounded import Rules, good_verdicts, named_verdicts, quoted, verdicts_reply
 

@@ -22,7 +22,7 @@ from pydantic import BaseModel, create_model
 from evalframe.data.rows import Row
 from evalframe.models.context import Context
 from evalframe.models.settings import ModelSettings
-from evalframe.results.nouns import ScoreResult
+from evalframe.results.scores import ScoreResult
 from evalframe.scorers.answer_similarity import extract
 from evalframe.scorers.base import (
     JudgeScorer,

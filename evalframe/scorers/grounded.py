@@ -23,9 +23,9 @@ from typing import Any
 from pydantic import create_model
 
 from evalframe.errors import ConfigError
-from evalframe.models.calls import Message
 from evalframe.models.llm import LLM
-from evalframe.results.nouns import ScoreResult
+from evalframe.models.steps import Message
+from evalframe.results.scores import ScoreResult
 from evalframe.scorers.base import (
     COMPATS,
     Reply,

@@ -34,11 +34,11 @@ from pydantic import BaseModel, Field, create_model
 from evalframe.data.rows import CONVERSATION, Row
 from evalframe.data.values import LISTS
 from evalframe.errors import ConfigError
-from evalframe.models.calls import Message
 from evalframe.models.context import Context
 from evalframe.models.settings import ModelSettings
+from evalframe.models.steps import Message
 from evalframe.paths import PROMPTS_DIR
-from evalframe.results.nouns import ScoreResult
+from evalframe.results.scores import ScoreResult
 from evalframe.scorers import conversational
 from evalframe.scorers.base import COMPATS, JudgeScorer, Reply, enum_of, round_half_up, weights_of
 from evalframe.scorers.conversational import Checklist, Conversational, Scope, Turns

@@ -22,7 +22,7 @@ from typing import Any
 from evalframe.config.compose import preset
 from evalframe.errors import ConfigError
 from evalframe.models.settings import ModelSettings
-from evalframe.results.nouns import Judgment, ScoreResult
+from evalframe.results.scores import Judgment, ScoreResult
 
 AGGREGATES = ("mean", "median", "min", "max", "majority", "consensus")
 

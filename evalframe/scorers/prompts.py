@@ -17,7 +17,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from evalframe.data.conversations import Conversation, transcript as _numbered
 from evalframe.errors import PromptError
-from evalframe.models.calls import Message
+from evalframe.models.steps import Message
 from evalframe.paths import PROMPTS_DIR
 
 

@@ -12,7 +12,7 @@ from collections import Counter
 
 from evalframe.data.rows import Row
 from evalframe.models.context import Context
-from evalframe.results.nouns import ScoreResult
+from evalframe.results.scores import ScoreResult
 from evalframe.scorers.base import Scorer, no_truth
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")

@@ -16,10 +16,10 @@ import numpy as np
 
 from evalframe.data.rows import Row
 from evalframe.errors import ConfigError
-from evalframe.models.calls import StepResult
 from evalframe.models.context import Context
 from evalframe.models.settings import ModelSettings, missing_keys
-from evalframe.results.nouns import ScoreResult
+from evalframe.models.steps import StepResult
+from evalframe.results.scores import ScoreResult
 from evalframe.scorers.base import Scorer, no_truth
 from evalframe.scorers.panel import Aggregate
 

@@ -46,7 +46,7 @@ from typing import Any
 from evalframe.data.rows import Row
 from evalframe.data.values import ToolCall
 from evalframe.models.context import Context
-from evalframe.results.nouns import ScoreResult
+from evalframe.results.scores import ScoreResult
 from evalframe.scorers.base import COMPATS, Scorer, choice, empty_rule, when_empty
 
 ARGS = ("exact", "subset", "ignore")

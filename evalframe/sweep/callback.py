@@ -26,7 +26,7 @@ from evalframe.models.limits import PARALLEL_JOBS
 from evalframe.paths import write_atomically
 from evalframe.redaction import redact_overrides
 from evalframe.results.jobs import best_of, objective_of, read_jobs, swept_keys
-from evalframe.results.nouns import Objective
+from evalframe.results.scores import Objective
 from evalframe.sweep import progress, shards
 from evalframe.tracking.sweeps import PARENT_RUN, SWEPT
 
@@ -34,7 +34,7 @@ EXIT_CODE = "exit_code"  # each job's exit code, in its directory
 SWEEP = "sweep.json"  # the sweep's own record: its overrides, status, process and MLflow parent run
 # What the sweep hands its jobs through the environment (and its record, for joined_job).
 HANDED = (PARENT_RUN, SWEPT, PARALLEL_JOBS)
-# The exit codes of the command that runs the sweep (evalframe.cli.run.hydra_app): the sweep's worst
+# The exit codes of the command that runs the sweep (evalframe.cli.hydra_app.hydra_app): the sweep's worst
 # job's, whichever process it ran in, is added at its end. Set for one command, not for the process.
 EXIT_CODES: ContextVar[list[int] | None] = ContextVar("evalframe_exit_codes", default=None)
 
@@ -192,8 +192,8 @@ class SweepCallback(Callback):
         sweep_dir = Path(config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
         overrides = list(config.hydra.overrides.task)
-        # A resumed sweep (`-m ... resume=true`: evalframe.cli.run points hydra.sweep.dir at it) continues its
-        # own MLflow parent run; its jobs find what they finished in their directories.
+        # A resumed sweep (`-m ... resume=true`: evalframe.cli.hydra_app points hydra.sweep.dir at it)
+        # continues its own MLflow parent run; its jobs find what they finished in their directories.
         earlier = json.loads((sweep_dir / SWEEP).read_text()) if (sweep_dir / SWEEP).is_file() else {}
         parent = earlier.get("parent_run_id")
         os.environ[PARALLEL_JOBS] = str(parallel_jobs(config))

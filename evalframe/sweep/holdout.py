@@ -21,9 +21,9 @@ from evalframe.config import compose as configs
 from evalframe.results.intervals import NONE, bootstrap
 from evalframe.results.jobs import Best, Holdout
 from evalframe.results.manifest import Manifest
-from evalframe.results.nouns import Objective
 from evalframe.results.objective import item_statistic
-from evalframe.results.run import RunResult
+from evalframe.results.run_result import RunResult
+from evalframe.results.scores import Objective
 from evalframe.run import modes, pipeline
 
 DIRECTORY = "holdout"  # in the sweep directory: best/ and default/, each a run directory

@@ -18,9 +18,9 @@ from evalframe.data.conversations import Conversation, Turn
 from evalframe.data.rows import Row, require
 from evalframe.data.values import printable
 from evalframe.errors import DataError
-from evalframe.models.calls import StepResult
 from evalframe.models.context import Context
 from evalframe.models.settings import ModelSettings
+from evalframe.models.steps import StepResult
 from evalframe.scorers.base import Scorer
 
 # What stands in for a field a target hands over, when scorers check their prompts before any call

@@ -27,8 +27,8 @@ from evalframe.data import handed as handover, rows as data
 from evalframe.data.conversations import Conversation, Turn
 from evalframe.data.rows import Row
 from evalframe.errors import DataError
-from evalframe.models.calls import StepResult
 from evalframe.models.context import Context
+from evalframe.models.steps import StepResult
 from evalframe.targets.base import Target
 from evalframe.targets.simulated import Simulation, simulation_of
 

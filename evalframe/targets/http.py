@@ -18,10 +18,10 @@ from evalframe.data.conversations import Turn
 from evalframe.data.rows import Row
 from evalframe.data.values import as_text, invalid_text
 from evalframe.errors import ConfigError, DataError
-from evalframe.models.calls import StepResult
 from evalframe.models.context import Context
 from evalframe.models.limits import Deadline, ModelLimits, Overdue
 from evalframe.models.retry import with_retries
+from evalframe.models.steps import StepResult
 from evalframe.scorers.prompts import TextTemplate
 from evalframe.targets.base import error_text
 from evalframe.targets.conversing import Conversing

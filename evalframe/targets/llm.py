@@ -9,9 +9,9 @@ from typing import Any
 
 from evalframe.data.rows import Row
 from evalframe.errors import ConfigError
-from evalframe.models.calls import Message, StepResult
 from evalframe.models.context import Context
 from evalframe.models.settings import ModelSettings
+from evalframe.models.steps import Message, StepResult
 from evalframe.scorers.prompts import PromptFile
 from evalframe.targets.conversing import Conversing
 

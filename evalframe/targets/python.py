@@ -19,8 +19,8 @@ from evalframe.data import handed as handover
 from evalframe.data.rows import Row
 from evalframe.data.values import as_text, invalid_text
 from evalframe.errors import ConfigError, DataError
-from evalframe.models.calls import StepResult
 from evalframe.models.context import Context
+from evalframe.models.steps import StepResult
 from evalframe.targets.base import error_text
 from evalframe.targets.conversing import Conversing
 from evalframe.targets.threads import DaemonThreads

@@ -18,9 +18,9 @@ from evalframe.config import compose
 from evalframe.data.conversations import Conversation, transcript
 from evalframe.data.rows import Row
 from evalframe.errors import ConfigError
-from evalframe.models.calls import StepResult
 from evalframe.models.context import Context
 from evalframe.models.settings import ModelSettings
+from evalframe.models.steps import StepResult
 from evalframe.scorers.prompts import PromptFile
 
 KEY = "target.simulate"

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from evalframe.data import handed as handover, traces as selectors
 from evalframe.data.rows import Row
 from evalframe.errors import ConfigError, DataError
-from evalframe.models.calls import StepResult
+from evalframe.models.steps import StepResult
 
 # What a call's trace gives by default: the last retrieval's documents (their text and their ids) and
 # every tool span, as dataset=mlflow_traces reads them (conf/target/python.yaml says the same).

@@ -32,8 +32,8 @@ from typing import Any
 from evalframe.data import judged
 from evalframe.redaction import scrub_text
 from evalframe.results import summary
-from evalframe.results.nouns import ItemResult, ScoreResult
 from evalframe.results.results_file import iter_items
+from evalframe.results.scores import ItemResult, ScoreResult
 from evalframe.tracking.store import display_uri, fluent_store, store_uri, unavailable
 from evalframe.tracking.trace_records import SESSION
 
@@ -46,7 +46,7 @@ TURN_NUMBER = "evalframe.turn"  # a per-turn verdict's metadata: the number of t
 
 
 @dataclass(frozen=True)
-class Verdict:
+class TraceVerdict:
     """One Feedback to write onto a trace (or one of its spans)."""
 
     trace_id: str
@@ -101,7 +101,7 @@ def _earlier(assessments: Any, name: str, digest: str, span_id: str | None) -> t
 
 def verdicts(
     item: ItemResult, digests: Mapping[str, str], sources: Mapping[str, tuple[str, str]], run_id: str | None
-) -> list[Verdict]:
+) -> list[TraceVerdict]:
     """What to write for one item: a feedback per scorer on its trace, and a scorer's per-chunk
     verdicts on its RETRIEVER span; none for a verdict reused from the trace or already on it."""
     if not item.trace_id:
@@ -113,7 +113,7 @@ def verdicts(
             continue
         digest = judged.digest_for(item.record, digests[name])
         metadata = {judged.DIGEST: digest, **({judged.RUN_ID: run_id} if run_id else {}), **_session(item)}
-        base = Verdict(
+        base = TraceVerdict(
             item.trace_id, name, result.score, result.reason, sources.get(name, ("CODE", name)), metadata
         )
         there, overrides = _earlier(found, name, digest, None)
@@ -160,7 +160,7 @@ def trace_ids(item: ItemResult) -> list[str]:
     return [item.trace_id] if item.trace_id else []
 
 
-def turn_verdicts(item: ItemResult, result: ScoreResult, base: Verdict) -> list[Verdict]:
+def turn_verdicts(item: ItemResult, result: ScoreResult, base: TraceVerdict) -> list[TraceVerdict]:
     """A conversation judge's verdict on each assistant turn of a session (details["turns"]), each on
     the trace that made the turn, named `<scorer>/turn`: the turn's score, its verdict and reason as
     the rationale; none for a turn whose verdict is on its trace already. The session's own verdict
@@ -198,7 +198,7 @@ def turn_verdicts(item: ItemResult, result: ScoreResult, base: Verdict) -> list[
     return out
 
 
-def _write(verdict: Verdict) -> str | None:
+def _write(verdict: TraceVerdict) -> str | None:
     """Write one verdict; the error, if it could not be written."""
     import mlflow
     from mlflow.entities import AssessmentError, AssessmentSource, Feedback

@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from evalframe.errors import EXIT_OK, EXIT_TRACKING
-from evalframe.models.calls import cut
+from evalframe.models.steps import cut
 from evalframe.redaction import redact, redact_overrides, scrub_text
 from evalframe.report import html as html_report
 from evalframe.results import summary
-from evalframe.results.nouns import RAW_REPLY_LIMIT
-from evalframe.results.run import RunResult
+from evalframe.results.run_result import RunResult
+from evalframe.results.scores import RAW_REPLY_LIMIT
 from evalframe.results.table import items_table
 from evalframe.tracking.store import fluent_store, holder, imported, reap, store_uri, unavailable
 from evalframe.tracking.sweeps import PARENT_RUN, run_name

@@ -12,7 +12,7 @@ from typing import Any
 
 from evalframe.redaction import redact_overrides, scrub_text
 from evalframe.results.jobs import Best
-from evalframe.results.nouns import Objective
+from evalframe.results.scores import Objective
 from evalframe.tracking.store import fluent_store, holder, reap, store_uri, unavailable
 
 # A sweep hands its jobs, through the environment (joblib's workers inherit it), the parent run's id

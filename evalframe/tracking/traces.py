@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from evalframe.results.nouns import ItemResult
-from evalframe.results.run import RunResult
+from evalframe.results.run_result import RunResult
+from evalframe.results.scores import ItemResult
 from evalframe.tracking.feedback import source
 
 # Items traced per run unless tracking.max_traces says otherwise: MLflow's store takes 45-70 ms per

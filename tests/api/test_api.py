@@ -18,7 +18,7 @@ from evalframe import Evaluation, evaluate, evaluate_async
 from evalframe.data.rows import Row
 from evalframe.errors import ConfigError, DataError
 from evalframe.models.context import Context
-from evalframe.results.nouns import ScoreResult
+from evalframe.results.scores import ScoreResult
 from evalframe.run import pipeline
 from evalframe.scorers.base import ItemScorer
 from evalframe.scorers.reference import ExactMatch

@@ -20,7 +20,7 @@ from mlflow.tracking import MlflowClient
 
 from evalframe import evaluate
 from evalframe.cli import compare
-from evalframe.results.nouns import Objective
+from evalframe.results.scores import Objective
 from evalframe.tracking import store, sweeps
 from tests.conftest import Unprivileged
 

@@ -14,9 +14,9 @@ import pytest
 from evalframe.cli.rescore import command_line
 from evalframe.errors import ConfigError
 from evalframe.models.cache import Cache, Replay, ReplayMiss
-from evalframe.models.calls import Message, Stats, StepResult
 from evalframe.models.llm import LLM, response_format
 from evalframe.models.settings import ModelSettings
+from evalframe.models.steps import Message, Stats, StepResult
 from evalframe.results.intervals import paired
 from evalframe.results.summary import fmt, fmt_interval
 from evalframe.run.rescore import merge

@@ -13,7 +13,7 @@ import pytest
 from evalframe.data.rows import Row, ToolCall, load_rows
 from evalframe.errors import DataError
 from evalframe.models.context import Context
-from evalframe.results.nouns import ScoreResult
+from evalframe.results.scores import ScoreResult
 from evalframe.run import pipeline
 from evalframe.scorers.base import Scorer
 from tests.conftest import compose

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from evalframe.report import html as html_report
-from evalframe.results.nouns import ItemResult, ScoreResult
-from evalframe.results.run import RunResult
+from evalframe.results.run_result import RunResult
+from evalframe.results.scores import ItemResult, ScoreResult
 
 pytestmark = pytest.mark.slow
 

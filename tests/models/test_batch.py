@@ -24,8 +24,8 @@ import pytest
 from evalframe.errors import ConfigError
 from evalframe.models import batch as batch_module
 from evalframe.models.batch import BOOK, Batcher, BatchError
-from evalframe.models.calls import Stats
 from evalframe.models.settings import ModelSettings
+from evalframe.models.steps import Stats
 from evalframe.models.transport import ModelRejected
 from evalframe.results.summary import Summary
 from evalframe.run import pipeline

@@ -13,7 +13,7 @@ import pytest
 
 from evalframe.models.cache import Cache
 from evalframe.paths import PROMPTS_DIR, SAMPLE_DATASET
-from evalframe.results.run import RunResult
+from evalframe.results.run_result import RunResult
 from evalframe.run import pipeline
 from tests.conftest import Judge, compose, fake_model, run_cli
 from tests.scripted import ScriptedModel

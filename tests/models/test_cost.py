@@ -17,13 +17,13 @@ from evalframe import redaction
 from evalframe.errors import ConfigError
 from evalframe.models import pricing
 from evalframe.models.cache import Cache
-from evalframe.models.calls import Stats, StepResult, Usage
 from evalframe.models.llm import LLM
 from evalframe.models.settings import ModelSettings
+from evalframe.models.steps import Stats, StepResult, Usage
 from evalframe.results.journal import RESULTS
-from evalframe.results.nouns import ItemResult, Objective, ScoreResult
 from evalframe.results.results_file import item_from_json, read_items, to_jsonable
-from evalframe.results.run import RunResult
+from evalframe.results.run_result import RunResult
+from evalframe.results.scores import ItemResult, Objective, ScoreResult
 from evalframe.results.summary import Summary, fmt_cost
 from evalframe.run import pipeline
 from evalframe.scorers.semantic_similarity import SemanticSimilarity

@@ -14,10 +14,10 @@ import pytest
 
 from evalframe.models import direct, retry, transport
 from evalframe.models.cache import Cache
-from evalframe.models.calls import Stats
 from evalframe.models.llm import LLM, response_format
 from evalframe.models.loader import lib
 from evalframe.models.settings import ModelSettings
+from evalframe.models.steps import Stats
 from evalframe.scorers.answer_similarity import SemanticUnits
 from tests.testserver import FakeLLMServer, FakeRequest, Fault, RateLimit
 

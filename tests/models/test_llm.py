@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from evalframe.models.cache import Cache
-from evalframe.models.calls import Stats, StepResult
 from evalframe.models.llm import LLM
 from evalframe.models.settings import ModelSettings
+from evalframe.models.steps import Stats, StepResult
 from evalframe.run import pipeline
 from evalframe.scorers.answer_similarity import SemanticUnits
 from tests.conftest import compose, fake_model

@@ -22,11 +22,11 @@ from omegaconf import OmegaConf
 
 from evalframe.errors import ConfigError
 from evalframe.models.cache import Cache
-from evalframe.models.calls import Stats, StepResult
 from evalframe.models.limits import PARALLEL_JOBS, Deadline, ModelLimits, Overdue, duration, retry_after
 from evalframe.models.llm import LLM
 from evalframe.models.retry import with_retries
 from evalframe.models.settings import ModelSettings
+from evalframe.models.steps import Stats, StepResult
 from evalframe.results.summary import Summary
 from evalframe.run import pipeline
 from evalframe.scorers.answer_similarity import SemanticUnits

@@ -13,10 +13,10 @@ import litellm
 import pytest
 
 from evalframe.models.cache import Cache
-from evalframe.models.calls import Stats, StepResult
 from evalframe.models.llm import LLM
 from evalframe.models.retry import retry_after
 from evalframe.models.settings import ModelSettings, missing_keys
+from evalframe.models.steps import Stats, StepResult
 from evalframe.models.transport import ModelRejected
 from evalframe.scorers.answer_similarity import SemanticUnits
 from tests.scripted import EMBED, NAME, ScriptedModel

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from evalframe.models.cache import Cache
-from evalframe.models.calls import Stats
 from evalframe.models.llm import LLM
 from evalframe.models.settings import ModelSettings
+from evalframe.models.steps import Stats
 from evalframe.run import pipeline
 from tests.conftest import compose, fake_model
 from tests.fake_judge import judge

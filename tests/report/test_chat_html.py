@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from evalframe.report import chat_html, html as html_report
-from evalframe.results.nouns import ItemResult, ScoreResult
-from evalframe.results.run import RunResult
+from evalframe.results.run_result import RunResult
+from evalframe.results.scores import ItemResult, ScoreResult
 from tests.conftest import run_cli
 
 HOSTILE = "<script>alert('x')</script>"
@@ -145,7 +145,7 @@ def test_every_text_of_a_chat_is_escaped():
 
 
 def test_a_panels_turn_verdicts_are_each_named_by_judge():
-    from evalframe.results.nouns import Judgment
+    from evalframe.results.scores import Judgment
 
     panel = ScoreResult(
         0.5,

@@ -11,8 +11,8 @@ import pytest
 from omegaconf import OmegaConf
 
 from evalframe.report import html as html_report, sweep_html
-from evalframe.results.nouns import ItemResult, ScoreResult
-from evalframe.results.run import RunResult
+from evalframe.results.run_result import RunResult
+from evalframe.results.scores import ItemResult, ScoreResult
 from evalframe.run import pipeline
 from evalframe.sweep.callback import objective_of, read_jobs, swept_keys
 from tests.conftest import compose, fake_model

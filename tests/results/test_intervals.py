@@ -15,8 +15,8 @@ from evalframe.report import html as html_report
 from evalframe.results import intervals
 from evalframe.results.agreement import intervals as agreement_intervals
 from evalframe.results.intervals import mean_interval, paired
-from evalframe.results.nouns import ItemResult, ScoreResult
-from evalframe.results.run import RunResult
+from evalframe.results.run_result import RunResult
+from evalframe.results.scores import ItemResult, ScoreResult
 from evalframe.results.summary import Summary
 
 
@@ -103,7 +103,7 @@ def _item(i: int, score: float, human: float | None = None) -> ItemResult:
 
 
 def test_the_summary_shows_each_interval_and_says_when_there_is_none() -> None:
-    from evalframe.results.nouns import Objective
+    from evalframe.results.scores import Objective
     from evalframe.run.pipeline import aggregate
 
     result = RunResult([_item(i, i % 2, human=i % 2) for i in range(20)], ["s"])

@@ -14,9 +14,9 @@ import pytest
 from mlflow.tracking import MlflowClient  # at import: the test's store copies the template (conftest)
 
 from evalframe.results import intervals
-from evalframe.results.nouns import ItemResult, Judgment, ScoreResult
 from evalframe.results.results_file import item_from_json, to_jsonable
-from evalframe.results.run import RunResult
+from evalframe.results.run_result import RunResult
+from evalframe.results.scores import ItemResult, Judgment, ScoreResult
 from evalframe.results.summary import reasons
 from evalframe.results.table import items_table
 from evalframe.tracking import log as tracking

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from evalframe.models.calls import StepResult
-from evalframe.results.nouns import ItemResult, ScoreResult, Unscored
-from evalframe.results.run import RunResult
+from evalframe.models.steps import StepResult
+from evalframe.results.run_result import RunResult
+from evalframe.results.scores import ItemResult, ScoreResult, Unscored
 from evalframe.run import pipeline
 from tests.conftest import compose, fake_model
 from tests.fake_judge import judge, step_of

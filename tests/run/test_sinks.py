@@ -10,8 +10,8 @@ import pytest
 
 from evalframe.config.settings import RunSettings
 from evalframe.results.journal import Journal
-from evalframe.results.nouns import ItemResult, ScoreResult
-from evalframe.results.run import RunResult
+from evalframe.results.run_result import RunResult
+from evalframe.results.scores import ItemResult, ScoreResult
 from evalframe.run import sinks
 from evalframe.run.sinks import Concluded
 

@@ -19,7 +19,7 @@ from evalframe.data import rows as data
 from evalframe.errors import DataError
 from evalframe.paths import SAMPLE_DATASET
 from evalframe.results.journal import RESULTS
-from evalframe.results.run import RunResult
+from evalframe.results.run_result import RunResult
 from evalframe.run import pipeline
 from tests.conftest import Judge, compose, fake_model
 from tests.scripted import ScriptedModel

@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from evalframe.models.calls import Stats
+from evalframe.models.steps import Stats
 from evalframe.run import warmup
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from evalframe.models.calls import StepResult
+from evalframe.models.steps import StepResult
 from evalframe.run import pipeline
 from evalframe.scorers.answer_similarity import analysis_reply
 from evalframe.scorers.ground_truth_similarity import comparisons_reply

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from evalframe.errors import ConfigError, DataError
-from evalframe.results.nouns import ScoreResult
+from evalframe.results.scores import ScoreResult
 from evalframe.results.table import items_table
 from evalframe.run import pipeline
 from evalframe.scorers.conversational import NOTHING, Scope, miscount, verdicts_score

@@ -13,9 +13,9 @@ import pytest
 
 from evalframe.errors import ConfigError
 from evalframe.results.agreement import between_judges, krippendorff_alpha
-from evalframe.results.nouns import ScoreResult
 from evalframe.results.results_file import read_items
-from evalframe.results.run import RunResult
+from evalframe.results.run_result import RunResult
+from evalframe.results.scores import ScoreResult
 from evalframe.results.table import items_table
 from evalframe.run import pipeline
 from evalframe.run.rescore import replayed
@@ -388,7 +388,7 @@ def test_repeats_must_reach_a_users_own_judge(tmp_path: Path) -> None:
 
 
 def test_semantic_similarity_takes_majority_and_consensus() -> None:
-    from evalframe.models.calls import StepResult
+    from evalframe.models.steps import StepResult
     from evalframe.scorers.semantic_similarity import SemanticSimilarity
 
     steps = [StepResult("embed", [], reply={"cosine": c}) for c in (0.9, 0.4, 0.7)]

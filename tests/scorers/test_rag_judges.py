@@ -17,7 +17,7 @@ import pytest
 
 from evalframe.errors import ConfigError, DataError
 from evalframe.paths import CONF_DIR
-from evalframe.results.nouns import ScoreResult
+from evalframe.results.scores import ScoreResult
 from evalframe.results.summary import Summary
 from evalframe.results.table import items_table
 from evalframe.run import pipeline
@@ -489,7 +489,7 @@ def test_a_sweep_ranks_a_lower_is_better_score_by_minimizing_it() -> None:
 
 
 def test_verdict_lines_are_read_from_any_scorer_that_keeps_verdicts() -> None:
-    from evalframe.results.nouns import ScoreResult
+    from evalframe.results.scores import ScoreResult
 
     claims = {
         "statements": ["a", "b"],
@@ -523,9 +523,9 @@ def test_with_repeats_an_output_without_claims_is_not_applicable_not_failed(
 def test_not_applicable_is_said_by_the_rule_and_survives_the_journal() -> None:
     """Only a scorer's empty rule makes an item not applicable (a NaN without it is a failure, as a
     custom scorer's NaN always was), and a resumed run reads it back as such."""
-    from evalframe.results.nouns import ItemResult
     from evalframe.results.results_file import item_from_json, to_jsonable
-    from evalframe.results.run import RunResult
+    from evalframe.results.run_result import RunResult
+    from evalframe.results.scores import ItemResult
 
     empty, nan = ScoreResult.empty("the output makes no claims"), ScoreResult(math.nan, "no idea")
     item = ItemResult("a", "Q?", None, "", scores={"faithfulness": empty, "mine": nan})

@@ -15,9 +15,9 @@ import pytest
 from evalframe.data.rows import Row
 from evalframe.errors import ConfigError
 from evalframe.models.cache import Cache
-from evalframe.models.calls import Stats
 from evalframe.models.context import Context
-from evalframe.results.nouns import ScoreResult
+from evalframe.models.steps import Stats
+from evalframe.results.scores import ScoreResult
 from evalframe.run import pipeline
 from evalframe.scorers.semantic_similarity import SemanticSimilarity
 from tests.conftest import compose
@@ -153,9 +153,9 @@ def test_a_missing_embedding_key_is_found_before_any_call() -> None:
 @pytest.mark.slow
 def test_texts_longer_than_the_window_are_chunked_and_averaged_not_truncated() -> None:
     from evalframe.models import local_embeddings
-    from evalframe.models.calls import Stats
     from evalframe.models.llm import LLM
     from evalframe.models.settings import ModelSettings
+    from evalframe.models.steps import Stats
 
     fact = "The capital of France is Paris."
     long = "Bananas are yellow fruit rich in potassium. " * 60 + fact  # 487 tokens; the window is 254

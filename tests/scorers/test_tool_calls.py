@@ -14,8 +14,8 @@ import pytest
 from evalframe.cli import rescore as rescore_command
 from evalframe.data.values import ToolCall
 from evalframe.errors import ConfigError
-from evalframe.results.nouns import ScoreResult
 from evalframe.results.results_file import read_items
+from evalframe.results.scores import ScoreResult
 from evalframe.results.table import items_table
 from evalframe.run import pipeline, rescore
 from evalframe.scorers.tool_calls import ToolCallAccuracy
@@ -293,8 +293,8 @@ def test_through_the_pipeline_figures_reach_results_mlflow_and_a_rescore(
 def test_a_sweep_may_rank_by_a_figure(tmp_path: Path) -> None:
     """objective.metric may name a scorer's own figure (tool_call_accuracy/recall): checked before the
     run like the other metrics, and measured as the figure's mean."""
-    from evalframe.results.nouns import Objective
     from evalframe.results.objective import of_config
+    from evalframe.results.scores import Objective
 
     base = ["scorer=tool_call_accuracy", "dataset=jsonl", f"dataset.path={_dataset(tmp_path / 'a.jsonl')}"]
     config = compose([*base, "tracking=none", "objective.metric=tool_call_accuracy/recall"])

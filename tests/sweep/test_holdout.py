@@ -15,8 +15,8 @@ from evalframe.data import rows as data, splits
 from evalframe.errors import ConfigError
 from evalframe.results.intervals import Interval
 from evalframe.results.jobs import Holdout, best_of, read_jobs
-from evalframe.results.nouns import Objective
 from evalframe.results.objective import item_statistic
+from evalframe.results.scores import Objective
 from evalframe.run import pipeline
 from evalframe.sweep import holdout
 from tests import short_answer_judge

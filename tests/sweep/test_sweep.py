@@ -13,8 +13,8 @@ import pytest
 from evalframe.errors import ConfigError
 from evalframe.paths import CONF_DIR
 from evalframe.report.console import ui_command
-from evalframe.results.nouns import Objective
 from evalframe.results.objective import of_config
+from evalframe.results.scores import Objective
 from evalframe.run import pipeline
 from tests import short_answer_judge
 from tests.conftest import compose, fake_model, run_cli, sweep_runs

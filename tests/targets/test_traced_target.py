@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from evalframe.models.calls import StepResult
+from evalframe.models.steps import StepResult
 from evalframe.targets.traced import FROM_TRACE, Traced
 from tests.conftest import fake_model, run_cli
 from tests.scripted import ScriptedModel

@@ -13,7 +13,7 @@ import pytest
 
 from evalframe.data import judged
 from evalframe.results.journal import Journal
-from evalframe.results.nouns import ItemResult, ScoreResult
+from evalframe.results.scores import ItemResult, ScoreResult
 from evalframe.tracking import feedback
 from tests.traced_app import EXPERIMENT, Seeded
 

@@ -14,7 +14,7 @@ import pytest
 
 from evalframe.data import judged
 from evalframe.results.journal import Journal
-from evalframe.results.nouns import ItemResult, ScoreResult
+from evalframe.results.scores import ItemResult, ScoreResult
 from evalframe.tracking import feedback
 from tests.traced_chat import Chats, _seeded_chats, chat, chat_store, rows
 

@@ -13,8 +13,8 @@ import pytest
 
 from evalframe.models.cache import Cache
 from evalframe.results.journal import Journal
-from evalframe.results.nouns import ItemResult, ScoreResult
 from evalframe.results.results_file import Finished, latest_items, read_items
+from evalframe.results.scores import ItemResult, ScoreResult
 from evalframe.run import pipeline
 from tests.conftest import compose, fake_model
 from tests.scripted import ScriptedModel
@@ -65,7 +65,7 @@ def _hydra_dirs(monkeypatch: pytest.MonkeyPatch, cwd: Path, overrides: list[str]
     from hydra import compose as hydra_compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
-    import evalframe.cli.run  # noqa: F401  (registers evalframe.run_dir, as the command does)
+    import evalframe.cli.hydra_app  # noqa: F401  (registers evalframe.run_dir, as the command does)
     from evalframe.paths import CONF_DIR
 
     class Frozen(dt.datetime):
@@ -413,7 +413,7 @@ def test_a_disk_that_fills_after_the_last_item_says_how_to_log_the_run(
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import OmegaConf, open_dict
 
-    from evalframe.cli import run as command
+    from evalframe.cli import hydra_app as command
     from evalframe.paths import CONF_DIR
     from evalframe.report import html as html_report
 

@@ -20,7 +20,7 @@ from evalframe.errors import EXIT_STORAGE, ConfigError
 from evalframe.paths import CONF_DIR
 
 if TYPE_CHECKING:
-    from evalframe.results.nouns import Objective
+    from evalframe.results.scores import Objective
 
 
 def _new_run_dir(base: str) -> str:
@@ -71,7 +71,7 @@ def run(cfg: DictConfig, rescoring: str | None = None) -> tuple[int, float]:
     from evalframe.config import compose as configs
     from evalframe.errors import EXIT_USAGE, EvalframeError
     from evalframe.report import console as report
-    from evalframe.results.nouns import Objective
+    from evalframe.results.scores import Objective
     from evalframe.sweep.callback import joined_job
 
     hydra_cfg = HydraConfig.get()

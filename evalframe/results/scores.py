@@ -1,6 +1,7 @@
-"""The nouns that flow through a run: Row (data/rows.py) -> output (targets/) -> StepResult per model
-call (models/calls.py) -> ScoreResult per scorer and item -> ItemResult per row -> RunResult
-(results/run.py) with a ScorerSummary per scorer; the objective a sweep ranks by and the gate's verdict.
+"""What a run scores, as it flows through a run: Row (data/rows.py) -> output (targets/) -> StepResult
+per model call (models/steps.py) -> Judgment per judge -> ScoreResult per scorer and item -> ItemResult
+per row -> RunResult (results/run_result.py) with a ScorerSummary per scorer; the objective a sweep
+ranks by and the gate's verdict (GateVerdict).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from evalframe.models.calls import StepResult, Usage, cut
+from evalframe.models.steps import StepResult, Usage, cut
 
 RAW_REPLY_LIMIT = 20000  # characters of a raw reply stored (raw_reply_limit in conf/config.yaml)
 
@@ -279,7 +280,7 @@ class ScorerSummary:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class GateVerdict:
     """The gate's verdict on a finished run: the exit code it gives and its failed checks, a line each."""
 
     code: int

@@ -8,15 +8,15 @@ import statistics
 from array import array
 from dataclasses import asdict, dataclass, field
 
-from evalframe.models.calls import Stats, Usage
-from evalframe.results.nouns import (
+from evalframe.models.steps import Stats, Usage
+from evalframe.results.scores import (
     SHOWN_UNSCORED,
+    GateVerdict,
     ItemResult,
     Objective,
     ScoreResult,
     ScorerSummary,
     Unscored,
-    Verdict,
 )
 
 
@@ -41,7 +41,7 @@ class RunResult:
     run_id: str | None = None  # the MLflow run it was logged to, if it was
     keep: int | None = None
     stats: Stats = field(default_factory=Stats)  # the run's model calls, cache hits and cost
-    verdict: Verdict | None = None  # the gate's, once the run is scored
+    verdict: GateVerdict | None = None  # the gate's, once the run is scored
     facts: dict[str, str] = field(default_factory=dict)  # what was run: dataset, judges, date, version
     lower_better: frozenset[str] = frozenset()  # the scorers whose lower scores are the good ones
     count: int = field(default=0, init=False)  # items in the run, kept or not
@@ -49,7 +49,7 @@ class RunResult:
     scores: dict[str, array[float]] = field(default_factory=dict, init=False)  # NaN: unscored
     human: array[float] = field(default_factory=lambda: array("d"), init=False)  # NaN: none
     usage: Usage = field(default_factory=Usage, init=False)
-    # Panels and repeats (evalframe.panel), per scorer and item: each judge's score (the mean of its
+    # Panels and repeats (evalframe.scorers.panel), per scorer and item: each judge's score (the mean of its
     # repeats; NaN where it failed; the item's own score where no judge had to be asked), whether
     # judges were asked (their agreement counts only those items), and the spread of the repeats.
     judges: dict[str, dict[str, array[float]]] = field(default_factory=dict, init=False)
