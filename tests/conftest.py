@@ -192,17 +192,21 @@ def _traced(tmp_path_factory: pytest.TempPathFactory) -> Seeded:
 @pytest.fixture
 def traced_store(_traced: Seeded, tmp_path: Path) -> Seeded:
     """An MLflow store holding the traces of a traced RAG app (tests/traced_app.py says what they are):
-    seeded once per test process, copied for each test (SQLite's backup API) to tmp_path/traces.db."""
+    seeded once per test process, copied for each test to tmp_path/traces.db."""
+    return copied_store(_traced, tmp_path / "traces.db")
+
+
+def copied_store(seeded: Seeded, path: Path) -> Seeded:
+    """A copy of the seeded store at `path` (SQLite's backup API), for a test that changes it."""
     import sqlite3
 
-    path = tmp_path / "traces.db"
-    seeded, copy = sqlite3.connect(_traced.uri.removeprefix("sqlite:///")), sqlite3.connect(path)
+    source, copy = sqlite3.connect(seeded.uri.removeprefix("sqlite:///")), sqlite3.connect(path)
     try:
-        seeded.backup(copy)
+        source.backup(copy)
     finally:
-        seeded.close()
+        source.close()
         copy.close()
-    return dataclasses.replace(_traced, uri=f"sqlite:///{path}")
+    return dataclasses.replace(seeded, uri=f"sqlite:///{path}")
 
 
 @pytest.fixture

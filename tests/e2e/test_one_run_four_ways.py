@@ -7,29 +7,18 @@ the same door a real judge comes through, reached from the shards' worker proces
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import fake_model, run_cli, run_process
+from tests.conftest import copied_store, fake_model, run_cli, run_process
 from tests.testserver import FakeLLMServer
 from tests.traced_app import Seeded, feedbacks, verdicts
 
 pytestmark = pytest.mark.slow  # a sharded run on joblib's worker processes
 KEY = {"OPENAI_API_KEY": "sk-x"}
 WAYS = ("plain", "shards", "tick", "log-run")
-
-
-def _copy(seeded: Seeded, path: Path) -> Seeded:
-    source, copy = sqlite3.connect(seeded.uri.removeprefix("sqlite:///")), sqlite3.connect(path)
-    try:
-        source.backup(copy)
-    finally:
-        source.close()
-        copy.close()
-    return Seeded(**{**seeded.__dict__, "uri": f"sqlite:///{path}"})
 
 
 def _made(way: str, store: Seeded, server: FakeLLMServer, cwd: Path) -> float:
@@ -66,7 +55,7 @@ def test_four_ways_leave_one_verdict_per_ok_trace_and_the_same_mean(
     for way in WAYS:
         cwd = tmp_path / way
         cwd.mkdir()
-        store = _copy(_traced, cwd / "traces.db")
+        store = copied_store(_traced, cwd / "traces.db")
         means[way] = _made(way, store, judge_server, cwd)
         found = verdicts(store)
         assert set(found) == set(store.ok), (way, len(found), len(store.ok))
