@@ -70,3 +70,16 @@ def test_a_file_datasets_run_never_passes_through_trace_verdict_reuse(
     assert p.unjudged is None and set(p.digests) == {"exact_match"}
     result, code = pipeline.evaluate(config, tmp_path)
     assert code == 0 and result.count == p.rows.count
+
+
+def test_a_shard_and_its_merge_hold_a_whole_runs_outputs_and_write_the_verdicts_once() -> None:
+    from evalframe.run import modes
+
+    assert modes.VERDICTS not in modes.SHARD.outputs and modes.VERDICTS in modes.MERGE.outputs
+    whole = modes.RUN.outputs - {modes.WHERE}  # the sweep names its parent run, where the merge goes
+    assert modes.SHARD.outputs | modes.MERGE.outputs >= whole
+    assert not modes.SHARD.gated and modes.MERGE.gated and not modes.SHARD.progress
+    assert modes.VERDICTS not in modes.SWEEP_JOB.outputs  # each job's settings would override the last's
+    off = RunSettings.model_validate({"tracking": {"enabled": False, "feedback": False}})
+    assert modes.RUN.sinks(off) == [sinks.report_file, sinks.console_tables, sinks.where_to_look]
+    assert sinks.trace_verdicts in modes.RUN.sinks(RunSettings())
