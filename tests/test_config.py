@@ -143,8 +143,8 @@ def test_mlflow_params_hold_each_resolved_value_once() -> None:
     assert "model.extra" not in logged and logged["model.max_tokens"] == "4096"  # a setting, not a secret
     # 97 when every scorer copy, null and gate placeholder was a param; what is left are distinct settings
     # (panels, held-out tuning, reply storage and batch mode added a few; the six column mappings of
-    # RAG and agent datasets, six more; tracking.feedback, one; watch.settle, one).
-    assert len(logged) <= 70
+    # RAG and agent datasets, six more; tracking.feedback, one; watch.settle and watch.lookback, two).
+    assert len(logged) <= 71
     # A scorer given its own judge logs it: it is no longer the root's value.
     two["scorers"]["factuality"]["model"] = {**two["model"], "name": "x/y"}
     own = params(two)
@@ -339,14 +339,15 @@ def test_watch_mode_is_off_by_default_and_its_keys_are_checked() -> None:
     from evalframe.errors import ConfigError
 
     config = compose([])
-    assert config["watch"] == {"every": None, "settle": "300s", "ticks": None}
+    assert config["watch"] == {"every": None, "settle": "300s", "ticks": None, "lookback": "24h"}
     assert watching.of(config) is None
     traces = ["dataset=mlflow_traces", "dataset.experiment=app"]
     on = watching.of(compose([*traces, "watch.every=1m", "watch.ticks=3"]))
-    assert on == watching.Watch(every=60, settle=300, ticks=3)
+    assert on == watching.Watch(every=60, settle=300, ticks=3, lookback=86400)
     for bad, says in (
         ("watch.every=soon", "watch.every='soon' is not a duration"),
         ("watch.settle=5", "watch.settle=5 is not a duration"),
+        ("watch.lookback=1y", "watch.lookback='1y' is not a duration"),
         ("watch.ticks=0", "watch.ticks=0: a whole number"),
     ):
         with pytest.raises(ConfigError, match=says):

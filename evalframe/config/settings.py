@@ -51,6 +51,7 @@ class Watch(_Node):
     every: str | float | None = None
     settle: str | float = "300s"
     ticks: PositiveInt | None = None
+    lookback: str | float = "24h"
 
 
 class Objective(_Node):

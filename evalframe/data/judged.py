@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import replace
 from typing import Any
 
 from evalframe.data.rows import Row, Rows
@@ -69,6 +70,13 @@ def verdict(assessments: Any, name: str, digest: str | None) -> Mapping[str, Any
             ):
                 return a
     return None
+
+
+def taken(assessments: Any, name: str, digest: str) -> bool:
+    """Whether the trace carries a valid verdict of scorer `name` under `digest`, decided or not: an
+    unscored one (a judge that failed, a trace that cannot be judged) says a run took the trace, which a
+    watcher looking for traces stored late does not take again (a run over them judges it again)."""
+    return any((a.get("metadata") or {}).get(DIGEST) == digest for a in feedbacks(assessments, name))
 
 
 def digest_for(record: Mapping[str, Any], digest: str) -> str:
@@ -148,3 +156,38 @@ class Unjudged(Rows):
             each = ", ".join(f"{name} on {n}" for name, n in sorted(self.reused.items()))
             line += f"; verdicts reused ({each}) where other scorers judge"
         return line
+
+
+class SetAside(Rows):
+    """`rows`, each checked alone by `check` (which raises DataError): a row it refuses, like one that
+    could not be read (Row.unjudgeable), is kept saying why, and the run leaves it unscored instead of
+    stopping (a watch tick: one bad trace must not stop a watcher). Once read through, `aside` counts
+    them, `reasons` holds the first SHOWN, and `first` is the first row that can be judged."""
+
+    SHOWN = 3
+
+    def __init__(self, rows: Rows, check: Callable[[list[Row]], None]):
+        super().__init__(self._checked(rows, check), rows.source)
+        self.aside = 0
+        self.reasons: list[str] = []
+        self.first: Row | None = None
+
+    def _checked(self, rows: Rows, check: Callable[[list[Row]], None]) -> Callable[[], Iterator[Row]]:
+        def read() -> Iterator[Row]:
+            reasons: list[str] = []
+            aside, first = 0, None
+            for row in rows:
+                if row.unjudgeable is None:
+                    try:
+                        check([row])
+                    except DataError as e:
+                        row = replace(row, unjudgeable=str(e))
+                if row.unjudgeable is None:
+                    first = first or row
+                else:
+                    aside += 1
+                    reasons += [row.unjudgeable][: self.SHOWN - len(reasons)]
+                yield row
+            self.aside, self.reasons, self.first = aside, reasons, first  # of a whole pass only
+
+        return read

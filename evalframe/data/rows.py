@@ -63,6 +63,8 @@ class Row:
     expected_outcome: str | None = None
     chatbot_role: str | None = None
     scenario: str | None = None
+    # Why the row cannot be judged (a watch tick's trace: kept and left unscored, not stopping the run).
+    unjudgeable: str | None = None
 
 
 def _records(path: Path, fmt: str) -> Iterator[tuple[int, dict[str, Any]]]:

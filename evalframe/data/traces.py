@@ -228,9 +228,12 @@ def fields(record: Mapping[str, Any], chosen: Mapping[str, Selector | None], whe
     return found
 
 
-def rows(records: Iterable[Mapping[str, Any]], cfg: Mapping[str, Any], source: str) -> Iterator[Row]:
+def rows(
+    records: Iterable[Mapping[str, Any]], cfg: Mapping[str, Any], source: str, set_aside: bool = False
+) -> Iterator[Row]:
     """The rows of the traces, in their order: every field read by its selector (dataset.columns), the
-    traces outside the sample (dataset.sample) left out, at most dataset.limit of them."""
+    traces outside the sample (dataset.sample) left out, at most dataset.limit of them. A trace that
+    cannot be read as a row is a DataError, or with `set_aside` a row saying why (unjudgeable)."""
     chosen = selectors(cfg)
     sample = cfg.get("sample") or {}
     rate, salt = sample.get("rate"), str(sample.get("salt") or "")
@@ -241,13 +244,29 @@ def rows(records: Iterable[Mapping[str, Any]], cfg: Mapping[str, Any], source: s
     for number, record in enumerate(records, start=1):
         if rate is not None and not sampled(str(record["trace_id"]), float(rate), salt):
             continue
-        made = row(record, number, chosen, source)
+        try:
+            made = row(record, number, chosen, source)
+        except DataError as e:
+            if not set_aside:
+                raise
+            made = unjudgeable(record, number, str(e))
         if made.id in seen:  # offset pages over a store that changed under them: never judge one twice
             continue
         seen.add(made.id)
         yield made
         if limit is not None and len(seen) >= limit:
             return  # before the next page is asked for
+
+
+def unjudgeable(record: Mapping[str, Any], number: int, why: str) -> Row:
+    """A trace that cannot be read as a row, as one that says why: its record kept when it can be
+    written (results.jsonl), else its id alone."""
+    try:
+        check_values(record, "the trace", "")
+    except DataError:
+        record = {"trace_id": record["trace_id"]}
+    trace_id = str(record["trace_id"])
+    return Row(trace_id, "", None, None, number, dict(record), trace_id=trace_id, unjudgeable=why)
 
 
 def sampled(trace_id: str, rate: float, salt: str) -> bool:

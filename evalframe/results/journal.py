@@ -126,10 +126,11 @@ class Journal:
             f"resume={self.directory}"
         )
 
-    def resumed(self, inputs: str, scorers: Collection[str]) -> Finished:
+    def resumed(self, inputs: str | None, scorers: Collection[str]) -> Finished:
         """The items a run being resumed finished by all its `scorers` (the others are scored again),
-        once its inputs are checked and a torn last line is set aside."""
-        self.check_inputs(inputs)
+        once its inputs are checked (None: not) and a torn last line is set aside."""
+        if inputs is not None:
+            self.check_inputs(inputs)
         self.set_aside_torn_line()
         return Finished(self.path, scorers)
 

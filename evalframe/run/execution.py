@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 
 from evalframe import redaction
 from evalframe.data import rows as data
+from evalframe.models.calls import StepResult
 from evalframe.models.context import Context
 from evalframe.results.journal import Journal
 from evalframe.results.results_file import Finished
@@ -57,14 +58,16 @@ async def _score_rows(
     async def finish(scorer: str, row: data.Row, pending: Awaitable[ScoreResult]) -> None:
         record(scorer, row, await pending)
 
-    produced = await plan.target.outputs(todo, ctx)
+    for row in [row for row in todo if row.unjudgeable is not None]:  # (set aside: judged.SetAside)
+        items[row.id], waiting[row.id] = _item(row, row.output or ""), set(plan.scorers)
+        for name in plan.scorers:  # never asked about: unscored, its verdict on the trace says why
+            record(name, row, ScoreResult.unscored(f"cannot be judged: {row.unjudgeable}"))
+    todo = [row for row in todo if row.unjudgeable is None]
+    produced = await plan.target.outputs(todo, ctx) if todo else []
     ready: list[tuple[data.Row, str]] = []
     for row, output, step in plan.target.handed(todo, produced, plan.scorers):
-        fields = (row.id, row.input, row.ground_truth, output)
-        item = ItemResult(*fields, target_step=step, human=row.human, record=dict(row.extra))
-        item.trace_id, item.retriever_span_id = row.trace_id, row.retriever_span_id
-        item.conversation = row.messages.as_records() if row.messages else None  # what its judges judged
-        items[row.id], waiting[row.id] = item, set(plan.scorers)
+        item = items[row.id] = _item(row, output, step)
+        waiting[row.id] = set(plan.scorers)
         if step and step.error:
             # An output that could not be produced is unscored by every scorer, never scored as empty.
             item.target_error = step.error
@@ -81,3 +84,12 @@ async def _score_rows(
             for (row, _), result in zip(ready, scorer.score_each(ready, ctx), strict=True)
         ]
     await asyncio.gather(*(finish(name, row, result) for name, row, result in pending))
+
+
+def _item(row: data.Row, output: str, step: StepResult | None = None) -> ItemResult:
+    """The item of a row, before its scores: what its judges judged and where it came from."""
+    item = ItemResult(row.id, row.input, row.ground_truth, output, target_step=step, human=row.human)
+    item.record = dict(row.extra)
+    item.trace_id, item.retriever_span_id = row.trace_id, row.retriever_span_id
+    item.conversation = row.messages.as_records() if row.messages else None  # what its judges judged
+    return item

@@ -32,6 +32,9 @@ class Mode:
     gated: bool = True  # the gate is decided on its items
     progress: bool = True  # the live bar (a shard's is the sweep's: evalframe.sweep.progress)
     says_notes: bool = True  # tracking's notes said as they come (a tick: only its failures, after its line)
+    # A resume refuses rows other than those it started on. A tick's rows are its window's traces still
+    # without their verdicts, fewer once some verdicts landed before a stop: traces done, not rows changed.
+    fixed_rows: bool = True
 
     def sinks(self, settings: RunSettings) -> list[sinks.Sink]:
         """Its outputs as sinks, in publishing order: MLflow only with tracking on, verdicts onto traces
@@ -53,7 +56,9 @@ SWEEP_JOB = Mode("sweep job", frozenset({REPORT, MLFLOW, JOB_LINE}))
 SHARD = replace(RUN.part(), outputs=RUN.part().outputs | {JOB_LINE}, progress=False)
 MERGE = replace(RUN, name="merge", outputs=RUN.outputs - {WHERE})  # the sweep says where its parent run is
 # A watch tick: its figures go to the watcher's run, its line says what was judged.
-TICK = Mode("watch tick", frozenset({VERDICTS}), gated=False, progress=False, says_notes=False)
+TICK = Mode(
+    "watch tick", frozenset({VERDICTS}), gated=False, progress=False, says_notes=False, fixed_rows=False
+)
 # The hold-out check's two runs: the sweep's parent logs their figures; two settings' verdicts would fight.
 HOLDOUT = Mode("hold-out", frozenset({REPORT, TABLES}))
 PROBE = Mode("probe", frozenset(), gated=False, progress=False)  # a re-score's search for the culprit

@@ -91,7 +91,7 @@ def run_plan(
     lower = {n for n, s in p.scorers.items() if s.better == "lower"}
     gate.validate(settings.gate.model_dump(), list(p.scorers), lower)
     journal = Journal(directory)
-    done = _journal(p, journal, resume, overrides)
+    done = _journal(p, journal, resume, overrides, mode.fixed_rows)
     ctx = _context(settings, journal.directory, given.cache if given else None)
     warm = warmup.of(p, ctx.stats)  # the imports the end needs, while the models answer
     steps = (len(p.rows) - len(done)) * (len(p.scorers) + p.target.reports_progress)
@@ -120,10 +120,13 @@ def _context(settings: RunSettings, directory: Path, cache: Cache | None) -> Con
     )
 
 
-def _journal(p: Plan, journal: Journal, resume: bool, overrides: list[str] | None) -> Finished:
-    """Start the run's journal, or continue a resumed run's: its rows checked to be those it started on,
-    and the items it finished (by every scorer), which are not scored again."""
-    done = journal.resumed(p.inputs, p.scorers) if resume else Finished()
+def _journal(
+    p: Plan, journal: Journal, resume: bool, overrides: list[str] | None, fixed_rows: bool = True
+) -> Finished:
+    """Start the run's journal, or continue a resumed run's: its rows checked to be those it started on
+    (unless its mode's rows shrink by design: `fixed_rows`), and the items it finished (by every
+    scorer), which are not scored again."""
+    done = journal.resumed(p.inputs if fixed_rows else None, p.scorers) if resume else Finished()
     if resume:
         print(
             f"resuming {journal.directory}: {len(done)} of {len(p.rows)} items already done", file=sys.stderr

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +35,7 @@ class Plan:
     digests: dict[str, str] = field(default_factory=dict)  # each scorer's verdict digest (scorers.digest)
     unjudged: judged.Unjudged | None = None  # the rows, less those whose traces carry every verdict
     started: float = 0.0  # when the run started (seconds since the epoch): a trace dataset's window ends
+    aside: judged.SetAside | None = None  # the rows that cannot be judged, left unscored (a watch tick's)
 
 
 @dataclass
@@ -50,10 +51,14 @@ class Given:
     cache: Cache | None = None  # the replies to serve instead of the judge cache's (a re-score's)
 
 
-def plan(config: dict[str, Any], given: Given | None = None, started: float | None = None) -> Plan:
+def plan(
+    config: dict[str, Any], given: Given | None = None, started: float | None = None, set_aside: bool = False
+) -> Plan:
     """Build target and scorers, check credentials, read and validate every row and prompt. `started`
     (seconds since the epoch; None: now) is when the run started, which a trace dataset's time window
-    counts from: a resumed run passes its first start, so it reads the traces the run started on."""
+    counts from: a resumed run passes its first start, so it reads the traces the run started on.
+    `set_aside`: a row that cannot be judged is kept, saying why, to be left unscored (judged.SetAside),
+    instead of stopping the run (a watch tick's: one bad trace must not stop a watcher)."""
     settings = check(config)  # first: a bad value costs nothing
     given = given or Given()
     started = time.time() if started is None else started
@@ -66,32 +71,49 @@ def plan(config: dict[str, Any], given: Given | None = None, started: float | No
     if given.rows is not None:
         rows = data.Rows.of(given.rows, given.source)
     else:
-        rows = sources.rows(config["dataset"], config.get("tracking"), started)
+        rows = sources.rows(config["dataset"], config.get("tracking"), started, set_aside)
+    checked = _checker(config, target, scorers, rows.source)
+    aside = judged.SetAside(rows, checked) if set_aside else None  # (each row checked as it is read)
+    rows = aside if aside is not None else rows
     verdicts = digests(config, scorers, target.identity())  # onto any trace's verdicts (a live target's too)
     unjudged = None
     if sources.trace_backed(config["dataset"]):  # traces judged already under these settings: skipped
         rows = unjudged = judged.Unjudged(rows, verdicts)
-    needs = [(name, need) for name, scorer in scorers.items() for need in scorer.required()]
-    columns = data.column_names(config.get("dataset") or {})
-
-    def checked(window: list[data.Row]) -> None:
-        target.validate(window, rows.source)
-        for name, need in target.from_rows(needs):  # not those a live target hands over
-            data.require(window, rows.source, need, f"scorer {name} needs", columns[need])
-
     shard = shards.selected(config)  # one shard of a sharded evaluation (-m shards=N): its rows only
     counter = shards.Counter(*shard) if shard and given.rows is None else None
     # The whole file, one pass, before any call: also a shard's, so a bad row stops every shard alike.
-    first = rows.validate(counter.counting(checked) if counter else checked, data.window_size(config))
+    first: data.Row | None = rows.validate(
+        counter.counting(checked) if counter else checked, data.window_size(config)
+    )
+    if aside is not None:
+        first = aside.first  # None: no row can be judged, no prompt is rendered
     if given.rows is None:  # (rows given as they are, the API's or a re-score's, are never split)
         rows = splits.tune_part(rows, settings.tune.model_dump())
     if counter:
         rows = counter.part(rows)
     bound_work(scorers, len(rows), settings.max_judgments)
-    for scorer in scorers.values():
-        scorer.validate(target.sample(first))
+    if first is not None:
+        for scorer in scorers.values():
+            scorer.validate(target.sample(first))
     inputs = hashlib.sha256(f"{rows.digest}\n{target.identity()}".encode()).hexdigest()[:16]
-    return Plan(config, settings, target, scorers, rows, inputs, verdicts, unjudged, started)
+    return Plan(config, settings, target, scorers, rows, inputs, verdicts, unjudged, started, aside)
+
+
+def _checker(
+    config: Mapping[str, Any], target: Target, scorers: Mapping[str, Scorer], source: str
+) -> Callable[[list[data.Row]], None]:
+    """The check of a window of rows before any call (raising DataError): the target's, and every
+    field a scorer needs that the rows must hold. A row set aside already (unjudgeable) is not checked."""
+    needs = [(name, need) for name, scorer in scorers.items() for need in scorer.required()]
+    columns = data.column_names(config.get("dataset") or {})
+
+    def checked(window: list[data.Row]) -> None:
+        window = [row for row in window if row.unjudgeable is None]
+        target.validate(window, source)
+        for name, need in target.from_rows(needs):  # not those a live target hands over
+            data.require(window, source, need, f"scorer {name} needs", columns[need])
+
+    return checked
 
 
 def build(spec: Mapping[str, Any], where: str) -> Any:

@@ -18,13 +18,17 @@ def trace_backed(cfg: Mapping[str, Any]) -> bool:
 
 
 def rows(
-    cfg: Mapping[str, Any], tracking: Mapping[str, Any] | None = None, started: float | None = None
+    cfg: Mapping[str, Any],
+    tracking: Mapping[str, Any] | None = None,
+    started: float | None = None,
+    set_aside: bool = False,
 ) -> data.Rows:
     """The rows of the `dataset` config group, as a stream; `tracking` (the run's) says where the run's
     own MLflow store is, which a trace dataset reads by default, and `started` (seconds since the
-    epoch; None: now) the instant its time window counts from."""
+    epoch; None: now) the instant its time window counts from; `set_aside`: a trace that cannot be read
+    as a row is one saying why (a watch tick's), not an error."""
     if cfg.get("format") == "mlflow_traces":
-        return trace_reader.rows(cfg, tracking, started)
+        return trace_reader.rows(cfg, tracking, started, set_aside)
     if cfg.get("format") == "run":
         return earlier.rows(cfg)
     return data.Rows.from_config(cfg)

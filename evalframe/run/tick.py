@@ -15,18 +15,21 @@ from typing import Any
 
 from evalframe.data import judged
 from evalframe.errors import DataError
+from evalframe.results.journal import Journal
 from evalframe.results.run_result import RunResult
-from evalframe.run import modes, pipeline
+from evalframe.run import modes, pipeline, planning
+from evalframe.scorers.digest import digests as verdict_digests
 from evalframe.tracking import watcher
 
 
 @dataclass
 class Tick:
-    """What a tick did: traces judged (some scorer asked), skipped (every verdict on them already) and
-    each scorer's figures over the judged ones."""
+    """What a tick did: traces judged (some scorer asked, or left unscored when they cannot be judged),
+    skipped (every verdict on them already) and each scorer's figures over the judged ones."""
 
     judged: int = 0
     skipped: int = 0
+    unjudgeable: int = 0  # of the judged, traces that cannot be judged: unscored, their verdicts say why
     means: dict[str, float] = field(default_factory=dict)
     unscored: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
@@ -34,6 +37,7 @@ class Tick:
     def metrics(self, waiting: int) -> dict[str, float]:
         """The figures logged at the tick's step: `<scorer>/mean`, `<scorer>/unscored`, `watch/*`."""
         out = {"watch/judged": float(self.judged), "watch/skipped": float(self.skipped)}
+        out["watch/unjudgeable"] = float(self.unjudgeable)
         out["watch/waiting"] = float(waiting)
         for name, mean in self.means.items():
             if not math.isnan(mean):
@@ -57,7 +61,7 @@ def run(config: Mapping[str, Any], directory: Path, run_id: str, resume: bool) -
     watch tick's mode (evalframe.run.modes.TICK)."""
     tick = Tick()
     try:
-        p = pipeline.plan(dict(config))
+        p = pipeline.plan(dict(config), set_aside=True)  # one trace that cannot be judged stops no watcher
     except judged.AllJudged as e:  # every trace of the window carries every verdict already
         tick.skipped = e.skipped
         return tick
@@ -65,11 +69,26 @@ def run(config: Mapping[str, Any], directory: Path, run_id: str, resume: bool) -
         if "has no rows" in str(e):  # the window's traces were all left out by the sample or limit
             return tick
         raise
+    # Its rows are the window's traces still without their verdicts: fewer after a stop mid-way through
+    # writing them, which the tick's mode does not take for changed rows. Its finished items are kept
+    # unless the settings changed since (their verdicts would be stale): then it starts afresh.
+    resume = resume and Journal(directory).manifest.digests == p.digests
     done = pipeline.run_plan(p, directory, modes.TICK, resume, run_id=run_id)
     done.journal.logged(run_id)
     # The tick's own line says what was judged: only what went wrong is said besides.
     tick.notes = [n for line in done.notes for n in line.splitlines() if n.startswith(("warning", "error"))]
+    if p.aside is not None and p.aside.aside:
+        tick.unjudgeable = p.aside.aside
+        tick.notes += [f"warning: {why}: left unscored, its verdict says why" for why in p.aside.reasons]
+        if p.aside.aside > len(p.aside.reasons):
+            tick.notes.append(f"warning: {p.aside.aside - len(p.aside.reasons)} more traces cannot be judged")
     return _counted(tick, done.result, p.unjudged)
+
+
+def digests(config: Mapping[str, Any]) -> dict[str, str]:
+    """Each scorer's verdict digest under `config`: what a trace's verdicts of this watcher carry."""
+    scorers = planning.scorers_of(config, {})
+    return verdict_digests(config, scorers, planning.target_of(config, None).identity())
 
 
 def _counted(tick: Tick, result: RunResult, unjudged: judged.Unjudged | None) -> Tick:

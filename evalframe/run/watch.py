@@ -1,7 +1,8 @@
 """Watch mode (`watch.every=60s`): judge an experiment's traces as they arrive, tick after tick, until
 stopped (Ctrl-C, SIGTERM) or `watch.ticks` ticks have run.
 
-Each tick asks the store which traces ended since the checkpoint, judges those that have settled
+Each tick asks the store which traces ended since the checkpoint (and from further back, within
+`watch.lookback`, when a trace stored late has no verdict yet), judges those that have settled
 (evalframe.run.tick: the pipeline on that window, oldest first, under the models' rate limits), writes
 their verdicts back, logs its figures at its step of the watcher's one MLflow run, moves the checkpoint
 (kept in that run's tags: evalframe.tracking.watcher) and prints one line. A watcher killed at any point
@@ -82,6 +83,7 @@ def _tick(
         directory, resume = Path(checkpoint.tick["dir"]), Path(checkpoint.tick["dir"]).is_dir()
     else:
         from_ms, to_ms = settings.window(checkpoint.done_ms, now)
+        from_ms = min(from_ms, _late(config, settings, checkpoint.done_ms, now) or from_ms)
         directory, resume = output_dir / f"tick-{checkpoint.step:06d}", False
     tick = ticks.Tick()
     if watcher.ended(config["dataset"], config["tracking"], from_ms, to_ms):
@@ -97,6 +99,15 @@ def _tick(
     print(_line(checkpoint.step - 1, now, tick, waiting), flush=True)
 
 
+def _late(config: Mapping[str, Any], settings: watching.Watch, checkpoint_ms: int, now: float) -> int | None:
+    """Where the tick's window starts to take the traces stored after the checkpoint passed their end
+    (within the lookback) that carry no verdict of the tick's settings; None: there is none."""
+    late = settings.late(checkpoint_ms, now)
+    if late is None:
+        return None
+    return watcher.earliest_unjudged(config["dataset"], config["tracking"], *late, ticks.digests(config))
+
+
 def _line(step: int, now: float, tick: ticks.Tick, waiting: int) -> str:
     """The console's line for a tick: when, what was judged, skipped and left to settle, the means."""
     when = datetime.fromtimestamp(now).strftime("%H:%M:%S")
@@ -106,9 +117,10 @@ def _line(step: int, now: float, tick: ticks.Tick, waiting: int) -> str:
     )
     scored = [f"{name} {mean:.3f}" for name, mean in tick.means.items() if mean == mean]
     unscored = sum(tick.unscored.values())
-    return (
-        line + (f"; {', '.join(scored)}" if scored else "") + (f"; {unscored} unscored" if unscored else "")
-    )
+    said = f"; {unscored} unscored" if unscored else ""
+    if tick.unjudgeable:
+        said += f" ({tick.unjudgeable} {'trace' if tick.unjudgeable == 1 else 'traces'} cannot be judged)"
+    return line + (f"; {', '.join(scored)}" if scored else "") + said
 
 
 def _started(run: watcher.WatcherRun, config: Mapping[str, Any], settings: watching.Watch) -> None:

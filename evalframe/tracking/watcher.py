@@ -14,16 +14,19 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from evalframe.data.judged import taken
 from evalframe.data.trace_query import Query
+from evalframe.data.traces import sampled
 from evalframe.redaction import scrub_text
 from evalframe.tracking import read
 from evalframe.tracking.log import params
 from evalframe.tracking.store import display_uri, fluent_store, holder, store_uri
-from evalframe.tracking.trace_reader import _experiment, run_store
+from evalframe.tracking.trace_reader import ORDER, _experiment, run_store
+from evalframe.tracking.trace_records import record
 
 KEY, DONE, STEP, TICK = (
     "evalframe.watch",
@@ -115,26 +118,55 @@ def open_run(config: Mapping[str, Any], key: str, name: str) -> WatcherRun:
 
 
 def ended(cfg: Mapping[str, Any], tracking: Mapping[str, Any], from_ms: int, to_ms: int) -> int:
-    """How many traces the dataset config selects (before its sample and limit) ended in [from, to):
-    one search without spans, a page at a time."""
+    """How many traces the dataset config selects (before its sample and limit) ended in [from, to)."""
+    return sum(1 for _ in _ended(cfg, tracking, from_ms, to_ms))
+
+
+def earliest_unjudged(
+    cfg: Mapping[str, Any], tracking: Mapping[str, Any], from_ms: int, to_ms: int, digests: Mapping[str, str]
+) -> int | None:
+    """The earliest end time (ms) of a trace the dataset config selects (its sample too) that ended in
+    [from, to) and carries no verdict of some scorer under its digest in `digests`, decided or not (an
+    unscored verdict says the trace was taken: only a trace never taken is looked for); None: none."""
+    sample = cfg.get("sample") or {}
+    rate, salt = sample.get("rate"), str(sample.get("salt") or "")
+    earliest: int | None = None
+    for trace in _ended(cfg, tracking, from_ms, to_ms):  # oldest start first
+        start = int(trace.info.request_time)
+        if earliest is not None and start >= earliest:  # it and every later one end after `earliest`
+            break
+        if rate is not None and not sampled(trace.info.trace_id, float(rate), salt):
+            continue
+        found = record(trace)["assessments"]
+        if all(taken(found, name, digest) for name, digest in digests.items()):
+            continue
+        end = start + int(trace.info.execution_duration or 0)
+        earliest = end if earliest is None else min(earliest, end)
+    return earliest
+
+
+def _ended(cfg: Mapping[str, Any], tracking: Mapping[str, Any], from_ms: int, to_ms: int) -> Iterator[Any]:
+    """Each trace the dataset config selects (before its sample and limit) that ended in [from, to),
+    without its spans, oldest start first: one search, a page at a time."""
     query = Query.of(cfg, time.time())
     uri = store_uri(query.tracking_uri or run_store(tracking))
     client = read._client(uri)
     experiment_id, _ = _experiment(client, query.experiment, uri)
     wanted = f"{query.filter_string()} AND {bounds(from_ms, to_ms)}"
-    count, token = 0, None
+    token = None
     while True:
         page = client.search_traces(
             locations=[experiment_id],
             filter_string=wanted,
             max_results=1000,
             include_spans=False,
+            order_by=ORDER,
             page_token=token,
         )
-        count += sum(query.keeps(trace.info.tags or {}) for trace in page)  # a tag matched by pattern
+        yield from (trace for trace in page if query.keeps(trace.info.tags or {}))  # a tag by pattern
         token = page.token
         if not token:
-            return count
+            return
 
 
 def bounds(from_ms: int, to_ms: int) -> str:
