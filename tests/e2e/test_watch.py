@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import _LEAKY, default_sigint, fake_model
+from tests.conftest import _LEAKY, default_sigint, fake_model, run_cli
 from tests.run.test_watch import add_traces, verdicts
 from tests.testserver import FakeLLMServer
 from tests.traced_app import EXPERIMENT, QUESTIONS, Seeded
@@ -101,3 +101,48 @@ def test_traces_added_while_it_runs_are_judged_once_through_a_sigkill_and_a_rest
     judged = verdicts(traced_store)
     assert set(judged) == set(traced_store.ok) | set(added)
     assert all(names == Counter({"faithfulness": 1}) for names in judged.values())
+
+
+def test_a_watcher_killed_while_writing_verdicts_back_goes_on_when_started_again(
+    traced_store: Seeded, judge_server: FakeLLMServer, tmp_path: Path
+) -> None:
+    """SIGKILL once some of the tick's verdicts are on their traces (the store then held by the test, so
+    no more land), and a restart: its tick resumes, the traces that got their verdicts are done (not
+    "changed rows", which stopped every restart with exit 2), the others get theirs from the journal,
+    and nothing is asked of the judge again."""
+    import sqlite3
+
+    args = [
+        "dataset=mlflow_traces",
+        f"dataset.experiment={EXPERIMENT}",
+        "scorer=faithfulness",
+        *fake_model(judge_server),
+        f"tracking.uri={traced_store.uri}",
+        "cache.mode=off",  # a judgment asked again would show in the server's requests
+        "watch.every=1s",
+        "watch.settle=0s",
+    ]
+    first = Watcher(args, tmp_path)
+    store = sqlite3.connect(traced_store.uri.removeprefix("sqlite:///"), timeout=60, isolation_level=None)
+    mine = "SELECT trace_id FROM assessments WHERE name = 'faithfulness'"
+    deadline = time.monotonic() + 120
+    while not store.execute(mine).fetchall():
+        assert first.process.poll() is None and time.monotonic() < deadline, "no verdict written"
+        time.sleep(0.005)
+    store.execute("BEGIN EXCLUSIVE")  # the watcher's next write waits: none lands from here on
+    written = {trace_id for (trace_id,) in store.execute(mine)}
+    first.process.kill()
+    first.process.wait(30)
+    store.execute("ROLLBACK")
+    store.close()
+    assert 0 < len(written) < len(traced_store.ok)
+    asked = len(judge_server.requests)
+
+    again = run_cli([*args, "watch.ticks=1"], tmp_path)
+    assert again.returncode == 0 and "Traceback" not in again.stderr, again.stdout + again.stderr
+    left = len(traced_store.ok) - len(written)
+    assert "tick 0 at" in again.stdout and f"{left} judged, {len(written)} skipped" in again.stdout
+    assert len(judge_server.requests) == asked  # every item was in the tick's journal
+    judged = verdicts(traced_store)
+    assert set(judged) == set(traced_store.ok)
+    assert all(judged[t] == Counter({"faithfulness": 1}) for t in set(judged) - written)
