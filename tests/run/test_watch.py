@@ -204,3 +204,72 @@ def test_watch_mode_needs_a_trace_dataset(tmp_path: Path) -> None:
         "error: watch mode judges traces as they arrive: it needs dataset=mlflow_traces, not dataset=sample; "
         "drop watch.every or choose dataset=mlflow_traces"
     ]
+
+
+def feedbacks_on(store: Seeded, trace_id: str) -> list[Any]:
+    """The evalframe feedbacks on one trace (valid or not)."""
+    from mlflow.tracking import MlflowClient
+
+    found = MlflowClient(store.uri).get_trace(trace_id).info.assessments
+    return [a for a in found if "evalframe.digest" in (a.metadata or {})]
+
+
+def test_a_trace_that_cannot_be_judged_is_left_unscored_and_the_watcher_goes_on(
+    traced_store: Seeded, scripted: ScriptedModel, tmp_path: Path
+) -> None:
+    """One production trace with an empty question among good ones: it is unscored (an error on the
+    trace saying why, counted on the tick's line), every good one judged, and the next start goes on
+    without taking it again (it stopped every start with exit 2, its tick resumed and failing again)."""
+    [empty, good] = add_traces(traced_store, ["", QUESTIONS[0]])
+    first = watch(traced_store, scripted, tmp_path, "watch.ticks=1")
+    assert "tick 0 at" in first.stdout and "32 judged" in first.stdout, first.stdout
+    assert "; 1 unscored (1 trace cannot be judged)" in first.stdout
+    assert f"warning: MLflow experiment '{EXPERIMENT}', trace {empty}: the input (root.inputs) is empty" in (
+        first.stderr
+    )
+    [verdict] = feedbacks_on(traced_store, empty)
+    assert verdict.name == "faithfulness" and verdict.valid is not False and verdict.feedback.value is None
+    assert verdict.feedback.error.error_code == "UNSCORED"
+    assert "the input (root.inputs) is empty" in verdict.feedback.error.error_message
+    judged = verdicts(traced_store)
+    assert set(judged) == {*traced_store.ok, empty, good}
+
+    scripted.reset()
+    again = watch(traced_store, scripted, tmp_path, "watch.ticks=1")
+    assert "tick 1 at" in again.stdout and "0 judged" in again.stdout and "unscored" not in again.stdout
+    assert scripted.count() == 0 and len(feedbacks_on(traced_store, empty)) == 1
+
+
+def test_a_trace_stored_after_the_checkpoint_passed_its_end_is_judged_on_the_next_tick(
+    traced_store: Seeded, scripted: ScriptedModel, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The watcher's clock an hour ahead of the app's: every trace the app stores from then on ended
+    before the watcher's checkpoint, as a late upload's, an exporter's retry's or a client's behind.
+    Within watch.lookback, the next tick judges it (ticks took only what ended since the checkpoint)."""
+    from evalframe.run import watch as watch_mode
+
+    ahead = time.time() + 3600
+    config = compose(watcher(traced_store, scripted, "watch.ticks=1"))
+    watch_mode.main(config, tmp_path / "a", clock=lambda: ahead, sleep=lambda s: None)
+    assert "30 judged" in capsys.readouterr().out
+    late = add_traces(traced_store, NEW)
+
+    scripted.reset()
+    narrow = compose(watcher(traced_store, scripted, "watch.ticks=1", "watch.lookback=30m"))
+    watch_mode.main(narrow, tmp_path / "b", clock=lambda: ahead + 1, sleep=lambda s: None)
+    assert "tick 1 at" in (out := capsys.readouterr().out) and "0 judged" in out  # ended an hour "ago"
+    assert scripted.count() == 0
+
+    # An empty judge cache: the late traces ask the questions of old ones, whose replies it holds.
+    uncached = compose(watcher(traced_store, scripted, "watch.ticks=1", f"cache.dir={tmp_path / 'empty'}"))
+    watch_mode.main(uncached, tmp_path / "c", clock=lambda: ahead + 2, sleep=lambda s: None)
+    assert "tick 2 at" in (out := capsys.readouterr().out) and "2 judged, 0 skipped" in out, out
+    assert set(asked(scripted)) == set(NEW)
+    judged = verdicts(traced_store)
+    assert set(judged) == set(traced_store.ok) | set(late)
+    assert all(names == Counter({"faithfulness": 1}) for names in judged.values())
+
+    scripted.reset()
+    watch_mode.main(config, tmp_path / "d", clock=lambda: ahead + 3, sleep=lambda s: None)
+    assert "tick 3 at" in (out := capsys.readouterr().out) and "0 judged, 0 skipped" in out
+    assert scripted.count() == 0
