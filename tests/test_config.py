@@ -358,6 +358,18 @@ def test_watch_mode_is_off_by_default_and_its_keys_are_checked() -> None:
         watching.of(compose([*traces, "watch.every=1m", "dataset.sessions=true"]))
 
 
+def test_a_tick_looks_back_for_late_traces_only_behind_its_checkpoint_and_within_the_lookback() -> None:
+    from evalframe.data import watching
+
+    now, hour = 1_750_000_000.0, 3_600_000
+    watch = watching.Watch(every=60, settle=0, lookback=3600)
+    checkpoint = int(now * 1000) - 60_000
+    assert watch.late(checkpoint, now) == (int(now * 1000) - hour, checkpoint)
+    assert watch.late(0, now) is None  # no checkpoint yet: the first tick takes every trace anyway
+    assert watch.late(int(now * 1000) - 2 * hour, now) is None  # a watcher back after long: its window has it
+    assert watching.Watch(every=60, settle=0, lookback=0).late(checkpoint, now) is None
+
+
 @pytest.mark.parametrize(
     ("settle", "now", "window"),
     [("5m", 1000.0, (0, 700_000)), ("0s", 1000.0, (0, 1_000_000)), ("1h", 10.0, (0, 0))],

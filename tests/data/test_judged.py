@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from evalframe.data.judged import AllJudged, Unjudged, already_judged, verdict
+from evalframe.data.judged import AllJudged, SetAside, Unjudged, already_judged, taken, verdict
 from evalframe.data.rows import Row, Rows
-from evalframe.errors import EXIT_OK
+from evalframe.errors import EXIT_OK, DataError
 
 D1, D2 = "1" * 16, "2" * 16
 
@@ -107,3 +107,37 @@ def test_every_trace_judged_already_is_a_clean_end_not_an_empty_dataset() -> Non
 def test_rows_without_traces_pass_untouched_and_say_nothing() -> None:
     unjudged = Unjudged(Rows.of([row(1, feedback(), trace=False)]), {"faithfulness": D1})
     assert [r.id for r in unjudged] == ["tr-1"] and unjudged.said() is None
+
+
+def test_a_trace_is_taken_by_any_verdict_of_the_digest_decided_or_not() -> None:
+    """What a watcher looking for traces stored late counts as taken: an unscored verdict too (a trace
+    that cannot be judged is not taken again each tick), not one of other settings or overridden."""
+    unscored = feedback(value=None, error={"error_code": "UNSCORED", "error_message": "empty input"})
+    assert taken([unscored], "faithfulness", D1) and taken([feedback()], "faithfulness", D1)
+    assert not taken([feedback(digest=D2)], "faithfulness", D1)
+    assert not taken([feedback(valid=False)], "faithfulness", D1)
+    assert not taken([], "faithfulness", D1) and not taken(None, "faithfulness", D1)
+
+
+def test_rows_that_cannot_be_judged_are_kept_saying_why_not_stopping_the_run() -> None:
+    """A row the check refuses, like one the reader could not read (Row.unjudgeable), is kept marked:
+    the run leaves it unscored. The check sees each row alone, so one bad row spoils no other."""
+
+    def check(window: list[Row]) -> None:
+        for r in window:
+            if r.output == "":
+                raise DataError(f"trace {r.id}: no output")
+
+    unread = Row("tr-9", "", None, None, 9, {"trace_id": "tr-9"}, trace_id="tr-9", unjudgeable="unreadable")
+    rows = [row(1), Row("tr-2", "q", "a", "", 2, trace_id="tr-2"), row(3), unread, *[row(n) for n in (5, 6)]]
+    aside = SetAside(Rows.of(rows), check)
+    marked = {r.id: r.unjudgeable for r in aside}
+    assert marked == {
+        "tr-1": None, "tr-2": "trace tr-2: no output", "tr-3": None, "tr-9": "unreadable", "tr-5": None,
+        "tr-6": None,
+    }  # fmt: skip
+    assert aside.aside == 2 and aside.reasons == ["trace tr-2: no output", "unreadable"]
+    assert aside.first is not None and aside.first.id == "tr-1"
+    everything = SetAside(Rows.of([unread] * 5), check)
+    assert everything.validate(check).id == "tr-9"  # no row stops it, not even when none can be judged
+    assert everything.aside == 5 and len(everything.reasons) == SetAside.SHOWN and everything.first is None
