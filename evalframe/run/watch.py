@@ -103,7 +103,7 @@ def _late(config: Mapping[str, Any], settings: watching.Watch, checkpoint_ms: in
     """Where the tick's window starts to take the traces stored after the checkpoint passed their end
     (within the lookback) that carry no verdict of the tick's settings; None: there is none."""
     late = settings.late(checkpoint_ms, now)
-    if late is None:
+    if late is None or not config["tracking"].get("feedback", True):  # no verdict says what was taken
         return None
     return watcher.earliest_unjudged(config["dataset"], config["tracking"], *late, ticks.digests(config))
 

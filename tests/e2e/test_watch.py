@@ -141,7 +141,7 @@ def test_a_watcher_killed_while_writing_verdicts_back_goes_on_when_started_again
     again = run_cli([*args, "watch.ticks=1"], tmp_path)
     assert again.returncode == 0 and "Traceback" not in again.stderr, again.stdout + again.stderr
     left = len(traced_store.ok) - len(written)
-    assert "tick 0 at" in again.stdout and f"{left} judged, {len(written)} skipped" in again.stdout
+    assert "tick 0 at" in again.stdout and f": {left} judged, {len(written)} skipped" in again.stdout
     assert len(judge_server.requests) == asked  # every item was in the tick's journal
     judged = verdicts(traced_store)
     assert set(judged) == set(traced_store.ok)

@@ -100,7 +100,7 @@ def test_ticks_judge_what_arrived_since_the_checkpoint_once_into_one_run(
 ) -> None:
     first = watch(traced_store, scripted, tmp_path, "watch.ticks=2")
     assert "tick 0 at" in first.stdout and "30 judged" in first.stdout
-    assert "tick 1 at" in first.stdout and "0 judged" in first.stdout.split("tick 1 at")[1]
+    assert "tick 1 at" in first.stdout and ": 0 judged" in first.stdout.split("tick 1 at")[1]
     on_ok = asked(scripted)
     assert set(verdicts(traced_store)) == set(traced_store.ok)
 
@@ -222,7 +222,7 @@ def test_a_trace_that_cannot_be_judged_is_left_unscored_and_the_watcher_goes_on(
     without taking it again (it stopped every start with exit 2, its tick resumed and failing again)."""
     [empty, good] = add_traces(traced_store, ["", QUESTIONS[0]])
     first = watch(traced_store, scripted, tmp_path, "watch.ticks=1")
-    assert "tick 0 at" in first.stdout and "32 judged" in first.stdout, first.stdout
+    assert "tick 0 at" in first.stdout and ": 32 judged" in first.stdout, first.stdout
     assert "; 1 unscored (1 trace cannot be judged)" in first.stdout
     assert f"warning: MLflow experiment '{EXPERIMENT}', trace {empty}: the input (root.inputs) is empty" in (
         first.stderr
@@ -236,7 +236,7 @@ def test_a_trace_that_cannot_be_judged_is_left_unscored_and_the_watcher_goes_on(
 
     scripted.reset()
     again = watch(traced_store, scripted, tmp_path, "watch.ticks=1")
-    assert "tick 1 at" in again.stdout and "0 judged" in again.stdout and "unscored" not in again.stdout
+    assert "tick 1 at" in again.stdout and ": 0 judged" in again.stdout and "unscored" not in again.stdout
     assert scripted.count() == 0 and len(feedbacks_on(traced_store, empty)) == 1
 
 
@@ -257,13 +257,13 @@ def test_a_trace_stored_after_the_checkpoint_passed_its_end_is_judged_on_the_nex
     scripted.reset()
     narrow = compose(watcher(traced_store, scripted, "watch.ticks=1", "watch.lookback=30m"))
     watch_mode.main(narrow, tmp_path / "b", clock=lambda: ahead + 1, sleep=lambda s: None)
-    assert "tick 1 at" in (out := capsys.readouterr().out) and "0 judged" in out  # ended an hour "ago"
+    assert "tick 1 at" in (out := capsys.readouterr().out) and ": 0 judged" in out  # ended an hour "ago"
     assert scripted.count() == 0
 
     # An empty judge cache: the late traces ask the questions of old ones, whose replies it holds.
     uncached = compose(watcher(traced_store, scripted, "watch.ticks=1", f"cache.dir={tmp_path / 'empty'}"))
     watch_mode.main(uncached, tmp_path / "c", clock=lambda: ahead + 2, sleep=lambda s: None)
-    assert "tick 2 at" in (out := capsys.readouterr().out) and "2 judged, 0 skipped" in out, out
+    assert "tick 2 at" in (out := capsys.readouterr().out) and ": 2 judged, 0 skipped" in out, out
     assert set(asked(scripted)) == set(NEW)
     judged = verdicts(traced_store)
     assert set(judged) == set(traced_store.ok) | set(late)
@@ -271,5 +271,20 @@ def test_a_trace_stored_after_the_checkpoint_passed_its_end_is_judged_on_the_nex
 
     scripted.reset()
     watch_mode.main(config, tmp_path / "d", clock=lambda: ahead + 3, sleep=lambda s: None)
-    assert "tick 3 at" in (out := capsys.readouterr().out) and "0 judged, 0 skipped" in out
+    assert "tick 3 at" in (out := capsys.readouterr().out) and ": 0 judged, 0 skipped" in out
     assert scripted.count() == 0
+
+
+def test_without_verdicts_written_back_a_tick_takes_only_what_ended_since_the_checkpoint(
+    traced_store: Seeded, scripted: ScriptedModel, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """tracking.feedback=false: no verdict says which traces were taken, so none is looked back for (each
+    tick would judge the whole lookback again)."""
+    from evalframe.run import watch as watch_mode
+
+    config = compose(watcher(traced_store, scripted, "watch.ticks=1", "tracking.feedback=false"))
+    for step in range(2):
+        watch_mode.main(config, tmp_path / str(step), sleep=lambda s: None)
+    out = capsys.readouterr().out
+    assert "tick 0 at" in out and "30 judged" in out and "tick 1 at" in out
+    assert ": 0 judged" in out.split("tick 1 at")[1] and not verdicts(traced_store)
