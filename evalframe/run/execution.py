@@ -9,8 +9,8 @@ from collections.abc import Awaitable, Callable
 
 from evalframe import redaction
 from evalframe.data import rows as data
-from evalframe.models.steps import StepResult
 from evalframe.models.context import Context
+from evalframe.models.steps import StepResult
 from evalframe.results.journal import Journal
 from evalframe.results.results_file import Finished
 from evalframe.results.run_result import RunResult
