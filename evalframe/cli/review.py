@@ -1,0 +1,254 @@
+"""`evalframe review push|pull`: people label the items where it matters, in MLflow's Review tab.
+
+push chooses `size` items of a logged evaluation run (results/review_selection.py says how) and puts
+their traces in a review queue of the run's experiment, asking per scorer the question its judge was
+asked (results/review_questions.py). pull reads the people's answers on the queue's completed items,
+writes labels.jsonl, prints how far the judges are from the people (and the people from each other),
+and logs those figures to the run. The MLflow side is tracking/review.py.
+
+No Hydra here: like compare, review has no dataset, target or judge to compose, only a tracking URI.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from evalframe.errors import ConfigError, EvalframeError
+from evalframe.report import console as report
+from evalframe.results import review_labels
+from evalframe.results.nouns import ItemResult
+from evalframe.results.results_file import read_items
+from evalframe.results.review_labels import Label
+from evalframe.results.review_questions import Question, questions
+from evalframe.results.review_selection import RULES, Candidate, candidates, disagreement, nearness, select
+from evalframe.results.summary import fmt, fmt_interval
+from evalframe.tracking import review as mlflow_review
+from evalframe.tracking.read import fetch_run, get_run
+from evalframe.tracking.store import display_uri
+
+USAGE = (
+    "usage: evalframe review push run_id=ID queue=NAME size=N [select=disagreement|threshold|random]\n"
+    "                            [seed=0] [tracking.uri=URI]\n"
+    "       evalframe review pull queue=NAME [run_id=ID] [output=labels.jsonl] [tracking.uri=URI]\n"
+    "  push: choose N items of a logged run (unlabelled first) and queue their traces for people to\n"
+    "  label in MLflow's Review tab (evalframe ui), a question per scorer made from its reply schema;\n"
+    "  pushing again tops the queue up to N items of the run, never adding one twice.\n"
+    "  pull: the people's answers on the queue's completed items -> labels.jsonl, and per scorer the\n"
+    "  judge-vs-people agreement (kappa, accuracy, Spearman) and the reviewers' alpha, logged to the run."
+)
+KEYS = {
+    "push": ("run_id", "queue", "size", "select", "seed", "tracking.uri"),
+    "pull": ("queue", "run_id", "output", "tracking.uri"),
+}
+REQUIRED = {"push": ("run_id", "queue", "size"), "pull": ("queue",)}
+
+
+def _arguments(argv: list[str]) -> tuple[str, dict[str, str]]:
+    if not argv or argv[0] not in KEYS:
+        raise ConfigError(f"review: say push or pull\n{USAGE}")
+    action, args = argv[0], {}
+    for arg in argv[1:]:
+        key, equals, value = arg.partition("=")
+        if not equals or key not in KEYS[action] or not value:
+            raise ConfigError(f"review {action}: cannot read {arg!r}\n{USAGE}")
+        args[key] = value
+    missing = [k for k in REQUIRED[action] if k not in args]
+    if missing:
+        raise ConfigError(f"review {action} needs {' and '.join(f'{k}=' for k in missing)}\n{USAGE}")
+    if args.get("select", "disagreement") not in RULES:
+        raise ConfigError(f"select={args['select']}: choose one of {', '.join(RULES)}")
+    for key in ("size", "seed"):
+        if key in args and not (args[key].isdigit() and (key == "seed" or int(args[key]) > 0)):
+            raise ConfigError(f"{key}={args[key]}: give a whole number{' above 0' if key == 'size' else ''}")
+    return action, args
+
+
+def _default_uri() -> str:
+    """The tracking URI a run would log to: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db (conf/tracking)."""
+    return os.environ.get("MLFLOW_TRACKING_URI") or "sqlite:///mlflow.db"
+
+
+@dataclass
+class Run:
+    """The evaluation run behind a queue: its items, config and the questions of its scorers."""
+
+    run_id: str
+    experiment_id: str
+    items: list[ItemResult]
+    config: dict[str, Any]
+    questions: dict[str, Question]
+    traces: dict[str, str]  # item id -> trace id
+
+
+def _run(uri: str, run_id: str, scratch: Path) -> Run:
+    logged = fetch_run(uri, run_id, scratch)
+    items = read_items(logged.results_file)
+    config = mlflow_review.run_config(uri, run_id, scratch)
+    specs = config.get("scorers") or {}
+    names = [n for n in specs if any(n in item.scores for item in items)]
+    traces = mlflow_review.item_traces(uri, logged, items)
+    if not traces:
+        raise ConfigError(
+            f"run {run_id} has no traces of its items to label (tracking.traces=false when it ran?): "
+            "run it again with tracking.traces=true"
+        )
+    return Run(run_id, logged.experiment_id, items, config, questions(specs, names), traces)
+
+
+def lines(config: Mapping[str, Any], scorers: list[str]) -> dict[str, list[float]]:
+    """Each scorer's lines where a verdict flips: the gate's pass_threshold and agreement_threshold."""
+    gate = config.get("gate") or {}
+    passing = gate.get("pass_threshold", 0.5)
+    agreeing = float(config.get("agreement_threshold", 0.5))
+    return {
+        name: sorted({float(passing.get(name, 0.5) if isinstance(passing, Mapping) else passing), agreeing})
+        for name in scorers
+    }
+
+
+def push(uri: str, args: dict[str, str], scratch: Path) -> int:
+    run = _run(uri, args["run_id"], scratch)
+    name, size, rule = args["queue"], int(args["size"]), args.get("select", "disagreement")
+    scorers = list(run.questions)
+    labelled = mlflow_review.answers(uri, run.experiment_id, list(run.traces.values()), scorers)
+    pool = candidates(run.items, scorers, run.traces, {a.trace_id for a in labelled})
+    if size > len(pool):
+        raise ConfigError(
+            f"size={size}: run {run.run_id} has {len(pool)} items with a trace; ask for at most that"
+        )
+    queue_id, made = mlflow_review.queue(uri, run.experiment_id, name, list(run.questions.values()))
+    there = mlflow_review.queued(uri, queue_id)
+    already = [c for c in pool if c.trace_id in there]
+    rest = [c for c in pool if c.trace_id not in there]
+    chosen = select(
+        rest, max(size - len(already), 0), rule, lines(run.config, scorers), int(args.get("seed", 0))
+    )
+    mlflow_review.add(uri, queue_id, [c.trace_id for c in chosen])
+    mlflow_review.tag_run(uri, run.run_id, queue_id, name)
+    _show_pushed(chosen, rule, lines(run.config, scorers))
+    verb = "made" if made else "found"
+    print(
+        f"review queue {name!r} ({verb} in experiment {run.experiment_id} at {display_uri(uri)}): "
+        f"{len(chosen)} items added, {len(already)} of this run already there; "
+        f"questions: {', '.join(scorers)}"
+    )
+    print(
+        "label them in the experiment's Review tab (evalframe ui), then: evalframe review pull queue=" + name
+    )
+    return 0
+
+
+def _show_pushed(chosen: list[Candidate], rule: str, thresholds: Mapping[str, list[float]]) -> None:
+    if not chosen:
+        return
+    scorers = sorted({s for c in chosen for s in c.scores})
+    why = {"disagreement": "judges' range", "threshold": "to a line", "random": "mean"}[rule]
+    rows = []
+    for c in chosen:
+        key = {
+            "disagreement": disagreement(c)[0],
+            "threshold": nearness(c, thresholds),
+            "random": sum(c.scores.values()) / max(len(c.scores), 1),
+        }[rule]
+        rows.append([c.id, *(fmt(c.scores.get(s)) for s in scorers), fmt(key), "yes" if c.labelled else ""])
+    report.table(f"queued by {rule}", ("item", *scorers, why, "labelled before"), rows)
+
+
+def _labels(run: Run, answers: list[mlflow_review.Answer]) -> list[Label]:
+    items = {trace: item for item, trace in run.traces.items()}
+    found = []
+    for a in answers:
+        try:
+            value = run.questions[a.name].score(a.value)
+        except ConfigError as e:
+            raise ConfigError(
+                f"reviewer {a.reviewer} on item {items.get(a.trace_id, a.trace_id)}: {e}"
+            ) from None
+        when = datetime.fromtimestamp(a.time_ms / 1000, UTC).isoformat(timespec="seconds")
+        found.append(
+            Label(items.get(a.trace_id, ""), a.trace_id, a.name, a.value, value, a.reviewer, a.comment, when)
+        )
+    return sorted(found, key=lambda label: (label.scorer, label.item_id, label.reviewer))
+
+
+def pull(uri: str, args: dict[str, str], scratch: Path) -> int:
+    name = args["queue"]
+    if "run_id" in args:
+        experiment_id = get_run(uri, args["run_id"]).info.experiment_id
+        queue_id, run_id = mlflow_review.queue_in(uri, experiment_id, name), args["run_id"]
+    else:
+        experiment_id, queue_id = mlflow_review.find_queue(uri, name)
+        run_id = mlflow_review.pushed_from(uri, experiment_id, queue_id)
+    run = _run(uri, run_id, scratch)
+    status = mlflow_review.queued(uri, queue_id)
+    done = [t for t, s in status.items() if s == "complete"]
+    labels = _labels(run, mlflow_review.answers(uri, run.experiment_id, done, list(run.questions)))
+    review_labels.once_each(labels)
+    output = Path(args.get("output", review_labels.FILE))
+    written = review_labels.write(output, labels)
+    print(
+        f"{output}: {written} labels from {len({x.reviewer for x in labels})} reviewers on {len(done)} "
+        f"completed items of {len(status)} in queue {name!r}"
+    )
+    scores = {item.id: item.scores for item in run.items}
+    threshold = float(run.config.get("agreement_threshold", 0.5))
+    metrics: dict[str, float] = {}
+    for scorer in run.questions:
+        theirs = [x for x in labels if x.scorer == scorer]
+        if not theirs:
+            continue
+        judge = {i: s[scorer].score for i, s in scores.items() if scorer in s}
+        found = review_labels.figures(theirs, judge, threshold)
+        metrics.update({f"review/{scorer}/{k}": v for k, v in found.items()})
+    _show_figures(metrics, list(run.questions))
+    mlflow_review.log_figures(uri, run.run_id, metrics)
+    print(f"logged to run {run.run_id} as review/<scorer>/... metrics")
+    return 0
+
+
+def _show_figures(metrics: Mapping[str, float], scorers: list[str]) -> None:
+    def cell(scorer: str, key: str) -> str:
+        value = metrics.get(f"review/{scorer}/{key}")
+        span = (metrics.get(f"review/{scorer}/{key}_ci_low"), metrics.get(f"review/{scorer}/{key}_ci_high"))
+        return fmt(value) if None in span else f"{fmt(value)} {fmt_interval(span)}"  # type: ignore[arg-type]
+
+    shown = [s for s in scorers if f"review/{s}/n" in metrics]
+    if not shown:
+        print("no labels yet: nothing to compare")
+        return
+    rows = [
+        [s, fmt(int(metrics[f"review/{s}/n"])), *(cell(s, k) for k in ("kappa", "accuracy", "spearman"))]
+        for s in shown
+    ]
+    report.table("the judges against the people", ("scorer", "items", "kappa", "accuracy", "spearman"), rows)
+    several = [s for s in shown if metrics.get(f"review/{s}/reviewers_n", 0) > 0]
+    if several:
+        rows = [
+            [s, fmt(int(metrics[f"review/{s}/reviewers_n"])), cell(s, "reviewers_alpha")] for s in several
+        ]
+        report.table("the reviewers among themselves", ("scorer", "items", "alpha"), rows)
+
+
+def run(argv: list[str]) -> int:
+    action, args = _arguments(argv)
+    uri = args.get("tracking.uri") or _default_uri()
+    mlflow_review.opened(uri)  # within seconds, before anything is read or made
+    with tempfile.TemporaryDirectory(prefix="evalframe-review-") as scratch:
+        return (push if action == "push" else pull)(uri, args, Path(scratch))
+
+
+def main(argv: list[str]) -> int:
+    """The command's exit code; a user error is one line on stderr, never a traceback."""
+    report.quiet_libraries()
+    try:
+        return run(argv)
+    except EvalframeError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return e.exit_code
