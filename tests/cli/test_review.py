@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -204,3 +205,43 @@ def test_bad_pushes_are_one_line_and_exit_2(
     done = run_cli(["review", "push", f"run_id={run_id}", "queue=q", *args], tmp_path)
     assert done.returncode == 2
     assert done.stderr.startswith(f"error: {message}") and "Traceback" not in done.stderr
+
+
+def test_bad_answers_and_a_queue_asking_other_questions_are_one_line_and_exit_2(
+    scripted: ScriptedModel, tmp_path: Path
+) -> None:
+    from mlflow.genai import review_queues as rq
+
+    uri, run_id = _evaluated(scripted, tmp_path)
+    assert run_cli(["review", "push", f"run_id={run_id}", "queue=q", "size=2"], tmp_path).returncode == 0
+    queue_id, traces = _queue(uri, "q")
+    _answer(uri, queue_id, traces, "alice", lambda item: "maybe")  # no choice of factuality's
+    done = run_cli(["review", "pull", "queue=q"], tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert re.match(
+        r"error: reviewer alice on item q0[03]: 'maybe' is outside factuality's scale \(", done.stderr
+    )
+    assert not (tmp_path / "labels.jsonl").exists()  # nothing written
+
+    _answer(uri, queue_id, traces, "bob", lambda item: "same")
+    _answer(uri, queue_id, traces, "bob", lambda item: "subset", only=1)  # bob again on q00
+    with fluent_store(uri):  # alice's stray answers withdrawn, as deleting them in the UI would
+        import mlflow
+
+        for trace_id in traces:
+            for a in mlflow.get_trace(trace_id).info.assessments:
+                if a.source.source_id == "alice":
+                    mlflow.delete_assessment(trace_id=trace_id, assessment_id=a.assessment_id)
+    done = run_cli(["review", "pull", "queue=q"], tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: reviewer bob answered factuality twice on item q00 (trace ")
+    assert not (tmp_path / "labels.jsonl").exists()
+
+    with fluent_store(uri):
+        experiment = rq.get_review_queue(queue_id).experiment_id
+        rq.create_review_queue("other", queue_type="custom", schema_ids=[], experiment_id=experiment)
+    done = run_cli(["review", "push", f"run_id={run_id}", "queue=other", "size=2"], tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.startswith(
+        "error: review queue 'other' exists with other questions (none; these scorers ask factuality)"
+    )
