@@ -320,6 +320,9 @@ def _run_command(block: Block, line: str, workdir: Path, scripted: ScriptedModel
 
         assert _arguments(args[1:]), COMPARE
         return
+    if args[:1] == ["review"]:  # no config either: run as written on a run logged here
+        _review(args, workdir)
+        return
     overrides = _one_job(shards.expand(args), workdir)  # -m shards=N: its first shard
     chats = _judges_conversations(overrides)
     if "dataset=run" in overrides:  # the earlier run it judges again: one made here
@@ -351,6 +354,25 @@ def _run_command(block: Block, line: str, workdir: Path, scripted: ScriptedModel
     assert code in (0, 1), f"{block.where}: `{line}` exited {code}"  # 1: a gate the sample fails
     if chats and "dataset=run" in overrides:  # stored simulated conversations: no user model asked
         assert scripted.count("UserTurn") == users, f"{block.where}: `{line}` asked the user model again"
+
+
+def _review(args: list[str], workdir: Path) -> None:
+    """`evalframe review push|pull` as written, on a run logged here into ./mlflow.db with its items'
+    traces (the sample's recorded outputs scored by token_f1: no judge); RUN_ID is its id, and a pull's
+    queue is pushed first. tests/cli/test_review.py runs both on a panel's run, with people's answers."""
+    from tests.conftest import run_cli
+
+    store = f"tracking.uri=sqlite:///{workdir / 'mlflow.db'}"
+    result, code = pipeline.evaluate(
+        compose(["dataset=sample", "scorer=token_f1", store]), workdir / "logged"
+    )
+    assert code in (0, 1) and result.run_id
+    if args[1] == "pull":
+        queue = next(a for a in args if a.startswith("queue="))
+        pushed = run_cli(["review", "push", f"run_id={result.run_id}", queue, "size=2"], workdir)
+        assert pushed.returncode == 0, pushed.stderr
+    done = run_cli([a.replace("RUN_ID", result.run_id) for a in args], workdir)
+    assert done.returncode == 0, f"`evalframe {' '.join(args)}`: {done.stderr}"
 
 
 def _watch(overrides: list[str], workdir: Path, block: Block, line: str) -> None:
@@ -470,13 +492,13 @@ def test_the_cheap_benches_run_as_written() -> None:
         assert "deepeval 0, mlflow 0, aggregate=all 0" in done.stdout, done.stdout
 
 
-# The commands that compose a run's config alone: not log-run, compare, ui (no config of their own), a
+# The commands that compose a run's config alone: not log-run, compare, ui, review (no config of their own), a
 # re-score (the logged run's command line comes first) or --help.
 RUNS = [
     pytest.param(b, line, id=f"line{b.line}:{line[:60]}")
     for b, line in shell_lines()
     if (args := evalframe_args(line)) is not None
-    and args[:1] not in (["log-run"], ["compare"], ["ui"], ["runs"], ["rescore"])
+    and args[:1] not in (["log-run"], ["compare"], ["ui"], ["runs"], ["rescore"], ["review"])
     and "--help" not in args
 ]
 
