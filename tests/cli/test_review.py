@@ -245,3 +245,24 @@ def test_bad_answers_and_a_queue_asking_other_questions_are_one_line_and_exit_2(
     assert done.stderr.startswith(
         "error: review queue 'other' exists with other questions (none; these scorers ask factuality)"
     )
+
+
+def test_a_trace_datasets_items_are_queued_as_their_own_traces(traced_store: Any, tmp_path: Path) -> None:
+    """A run of dataset=mlflow_traces logs no traces of its own: its items are the app's traces, and
+    those are what people label (their answers sit beside the app's requests)."""
+    from mlflow.tracking import MlflowClient
+
+    run = ["dataset=mlflow_traces", f"dataset.experiment={traced_store.experiment}", "scorer=exact_match"]
+    done = run_cli([*run, f"tracking.uri={traced_store.uri}", "dataset.limit=6"], tmp_path)
+    assert done.returncode in (0, 1), done.stderr
+    client = MlflowClient(traced_store.uri)
+    [logged] = client.search_runs([traced_store.experiment_id])
+    push = ["review", "push", f"run_id={logged.info.run_id}", "queue=app", "size=3", "select=random"]
+    done = run_cli([*push, f"tracking.uri={traced_store.uri}"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    from mlflow.genai import review_queues as rq
+
+    with fluent_store(traced_store.uri):
+        queue = rq.get_review_queue(name="app", experiment_id=traced_store.experiment_id)
+        queued = [i.item_id for i in rq.list_review_queue_items(queue.queue_id)]
+    assert len(queued) == 3 and set(queued) <= set(traced_store.ids)
