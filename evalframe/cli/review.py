@@ -23,11 +23,11 @@ from typing import Any
 from evalframe.errors import ConfigError, EvalframeError
 from evalframe.report import console as report
 from evalframe.results import review_labels
-from evalframe.results.nouns import ItemResult
 from evalframe.results.results_file import read_items
 from evalframe.results.review_labels import Label
 from evalframe.results.review_questions import Question, questions
 from evalframe.results.review_selection import RULES, Candidate, candidates, disagreement, nearness, select
+from evalframe.results.scores import ItemResult
 from evalframe.results.summary import fmt, fmt_interval
 from evalframe.tracking import review as mlflow_review
 from evalframe.tracking.read import fetch_run, get_run

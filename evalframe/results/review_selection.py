@@ -21,7 +21,7 @@ import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from evalframe.results.nouns import ItemResult
+from evalframe.results.scores import ItemResult
 
 RULES = ("disagreement", "threshold", "random")
 STRATA = 5  # bands of score a random sample is spread over
