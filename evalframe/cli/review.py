@@ -36,18 +36,21 @@ from evalframe.tracking.store import display_uri
 USAGE = (
     "usage: evalframe review push run_id=ID queue=NAME size=N [select=disagreement|threshold|random]\n"
     "                            [seed=0] [tracking.uri=URI]\n"
+    "       evalframe review push dataset=mlflow_traces dataset.experiment=NAME queue=NAME size=N ...\n"
     "       evalframe review pull queue=NAME [run_id=ID] [output=labels.jsonl] [tracking.uri=URI]\n"
     "  push: choose N items of a logged run (unlabelled first) and queue their traces for people to\n"
     "  label in MLflow's Review tab (evalframe ui), a question per scorer made from its reply schema;\n"
-    "  pushing again tops the queue up to N items of the run, never adding one twice.\n"
+    "  pushing again tops the queue up to N items of the run, never adding one twice; from a trace dataset,\n"
+    "  the run is the newest that judged the experiment's traces.\n"
     "  pull: the people's answers on the queue's completed items -> labels.jsonl, and per scorer the\n"
     "  judge-vs-people agreement (kappa, accuracy, Spearman) and the reviewers' alpha, logged to the run."
 )
 KEYS = {
-    "push": ("run_id", "queue", "size", "select", "seed", "tracking.uri"),
+    "push": ("run_id", "dataset", "dataset.experiment", "queue", "size", "select", "seed", "tracking.uri"),
     "pull": ("queue", "run_id", "output", "tracking.uri"),
 }
-REQUIRED = {"push": ("run_id", "queue", "size"), "pull": ("queue",)}
+REQUIRED = {"push": ("queue", "size"), "pull": ("queue",)}
+TRACES = "mlflow_traces"  # dataset=: push from the newest run that judged an experiment's traces
 
 
 def _arguments(argv: list[str]) -> tuple[str, dict[str, str]]:
@@ -62,6 +65,10 @@ def _arguments(argv: list[str]) -> tuple[str, dict[str, str]]:
     missing = [k for k in REQUIRED[action] if k not in args]
     if missing:
         raise ConfigError(f"review {action} needs {' and '.join(f'{k}=' for k in missing)}\n{USAGE}")
+    if action == "push" and ("run_id" in args) == ("dataset" in args):
+        raise ConfigError(f"review push needs run_id=ID or dataset={TRACES} dataset.experiment=NAME\n{USAGE}")
+    if "dataset" in args and (args["dataset"] != TRACES or "dataset.experiment" not in args):
+        raise ConfigError(f"review push takes dataset={TRACES} with dataset.experiment=NAME (or run_id=ID)")
     if args.get("select", "disagreement") not in RULES:
         raise ConfigError(f"select={args['select']}: choose one of {', '.join(RULES)}")
     for key in ("size", "seed"):
@@ -114,7 +121,8 @@ def lines(config: Mapping[str, Any], scorers: list[str]) -> dict[str, list[float
 
 
 def push(uri: str, args: dict[str, str], scratch: Path) -> int:
-    run = _run(uri, args["run_id"], scratch)
+    run_id = args.get("run_id") or mlflow_review.judged_traces(uri, args["dataset.experiment"])
+    run = _run(uri, run_id, scratch)
     name, size, rule = args["queue"], int(args["size"]), args.get("select", "disagreement")
     scorers = list(run.questions)
     labelled = mlflow_review.answers(uri, run.experiment_id, list(run.traces.values()), scorers)

@@ -211,6 +211,29 @@ def add(uri: str, queue_id: str, trace_ids: Sequence[str]) -> None:
             rq.add_items_to_review_queue(queue_id, item_ids=list(trace_ids[start : start + PAGE]))
 
 
+def judged_traces(uri: str, experiment: str) -> str:
+    """The newest evalframe run that judged experiment `experiment`'s traces (a trace dataset's run is
+    logged beside them, tagged with the dataset's name, which is the experiment's)."""
+    client = _client(uri)
+    found = client.get_experiment_by_name(experiment)
+    runs = (
+        client.search_runs(
+            [found.experiment_id],
+            filter_string=f"tags.`evalframe.dataset` = {quoted(experiment, 'dataset.experiment')}",
+            order_by=["attribute.start_time DESC"],
+            max_results=1,
+        )
+        if found is not None
+        else []
+    )
+    if not runs:
+        raise ConfigError(
+            f"no evalframe run has judged the traces of experiment {experiment!r} at {display_uri(uri)}: "
+            f"judge them first (evalframe dataset=mlflow_traces dataset.experiment={experiment} scorer=...)"
+        )
+    return str(runs[0].info.run_id)
+
+
 def tag_run(uri: str, run_id: str, queue_id: str, name: str) -> None:
     _client(uri).set_tag(run_id, QUEUE_TAG + queue_id, name)
 

@@ -260,6 +260,16 @@ def test_a_trace_datasets_items_are_queued_as_their_own_traces(traced_store: Any
     push = ["review", "push", f"run_id={logged.info.run_id}", "queue=app", "size=3", "select=random"]
     done = run_cli([*push, f"tracking.uri={traced_store.uri}"], tmp_path)
     assert done.returncode == 0, done.stderr
+    # Named by its dataset instead, the newest run that judged the experiment's traces: the same items.
+    by_dataset = ["dataset=mlflow_traces", f"dataset.experiment={traced_store.experiment}"]
+    again = run_cli(
+        ["review", "push", *by_dataset, "queue=app", "size=3", f"tracking.uri={traced_store.uri}"], tmp_path
+    )
+    assert again.returncode == 0, again.stderr
+    assert "0 items added, 3 of this run already there" in again.stdout
+    none = ["review", "push", "dataset=mlflow_traces", "dataset.experiment=nobody", "queue=app", "size=3"]
+    done = run_cli([*none, f"tracking.uri={traced_store.uri}"], tmp_path)
+    assert done.returncode == 2 and done.stderr.startswith("error: no evalframe run has judged the traces of")
     from mlflow.genai import review_queues as rq
 
     with fluent_store(traced_store.uri):
