@@ -22,7 +22,7 @@ from typing import Any
 
 from evalframe.errors import ConfigError, EvalframeError
 from evalframe.report import console as report
-from evalframe.results import review_labels
+from evalframe.results import review_labels, review_sheet
 from evalframe.results.results_file import read_items
 from evalframe.results.review_labels import Label
 from evalframe.results.review_questions import Question, questions
@@ -38,6 +38,8 @@ USAGE = (
     "                            [seed=0] [tracking.uri=URI]\n"
     "       evalframe review push dataset=mlflow_traces dataset.experiment=NAME queue=NAME size=N ...\n"
     "       evalframe review pull queue=NAME [run_id=ID] [output=labels.jsonl] [tracking.uri=URI]\n"
+    "  without the Review tab: push ... format=jsonl [output=review.jsonl] writes the items with empty\n"
+    "  label, reviewer and comment fields; pull labels=review.jsonl reads them back filled in.\n"
     "  push: choose N items of a logged run (unlabelled first) and queue their traces for people to\n"
     "  label in MLflow's Review tab (evalframe ui), a question per scorer made from its reply schema;\n"
     "  pushing again tops the queue up to N items of the run, never adding one twice; from a trace dataset,\n"
@@ -46,10 +48,14 @@ USAGE = (
     "  judge-vs-people agreement (kappa, accuracy, Spearman) and the reviewers' alpha, logged to the run."
 )
 KEYS = {
-    "push": ("run_id", "dataset", "dataset.experiment", "queue", "size", "select", "seed", "tracking.uri"),
-    "pull": ("queue", "run_id", "output", "tracking.uri"),
+    "push": (
+        *("run_id", "dataset", "dataset.experiment", "queue", "size", "select", "seed", "tracking.uri"),
+        *("format", "output"),
+    ),
+    "pull": ("queue", "labels", "run_id", "output", "tracking.uri"),
 }
-REQUIRED = {"push": ("queue", "size"), "pull": ("queue",)}
+REQUIRED = {"push": ("size",), "pull": ()}
+SHEET = "review.jsonl"  # push format=jsonl: the items to label, as a file
 TRACES = "mlflow_traces"  # dataset=: push from the newest run that judged an experiment's traces
 
 
@@ -62,6 +68,11 @@ def _arguments(argv: list[str]) -> tuple[str, dict[str, str]]:
         if not equals or key not in KEYS[action] or not value:
             raise ConfigError(f"review {action}: cannot read {arg!r}\n{USAGE}")
         args[key] = value
+    where = ("queue", "format") if action == "push" else ("queue", "labels")
+    if (where[0] in args) == (where[1] in args):
+        raise ConfigError(f"review {action} takes {where[0]}=NAME or {where[1]}=..., one of them\n{USAGE}")
+    if args.get("format", "jsonl") != "jsonl":
+        raise ConfigError(f"format={args['format']}: the one file format is jsonl")
     missing = [k for k in REQUIRED[action] if k not in args]
     if missing:
         raise ConfigError(f"review {action} needs {' and '.join(f'{k}=' for k in missing)}\n{USAGE}")
@@ -94,18 +105,21 @@ class Run:
     traces: dict[str, str]  # item id -> trace id
 
 
-def _run(uri: str, run_id: str, scratch: Path) -> Run:
+def _run(uri: str, run_id: str, scratch: Path, traced: bool = True) -> Run:
+    """The run, its items' traces required when `traced` (a queue holds traces; a file does not)."""
     logged = fetch_run(uri, run_id, scratch)
     items = read_items(logged.results_file)
     config = mlflow_review.run_config(uri, run_id, scratch)
     specs = config.get("scorers") or {}
     names = [n for n in specs if any(n in item.scores for item in items)]
     traces = mlflow_review.item_traces(uri, logged, items)
-    if not traces:
+    if traced and not traces:
         raise ConfigError(
             f"run {run_id} has no traces of its items to label (tracking.traces=false when it ran?): "
-            "run it again with tracking.traces=true"
+            "run it again with tracking.traces=true, or label them in a file (format=jsonl)"
         )
+    if not traced:
+        traces = {item.id: traces.get(item.id, "") for item in items}
     return Run(run_id, logged.experiment_id, items, config, questions(specs, names), traces)
 
 
@@ -122,33 +136,44 @@ def lines(config: Mapping[str, Any], scorers: list[str]) -> dict[str, list[float
 
 def push(uri: str, args: dict[str, str], scratch: Path) -> int:
     run_id = args.get("run_id") or mlflow_review.judged_traces(uri, args["dataset.experiment"])
-    run = _run(uri, run_id, scratch)
-    name, size, rule = args["queue"], int(args["size"]), args.get("select", "disagreement")
-    scorers = list(run.questions)
-    labelled = mlflow_review.answers(uri, run.experiment_id, list(run.traces.values()), scorers)
-    pool = candidates(run.items, scorers, run.traces, {a.trace_id for a in labelled})
+    run = _run(uri, run_id, scratch, traced="queue" in args)
+    size, rule, scorers = int(args["size"]), args.get("select", "disagreement"), list(run.questions)
+    traced = [t for t in run.traces.values() if t]
+    labelled = {a.trace_id for a in mlflow_review.answers(uri, run.experiment_id, traced, scorers)}
+    sheet = Path(args.get("output", SHEET))
+    written = review_sheet.read(sheet) if "format" in args and sheet.exists() else []
+    labelled |= {run.traces.get(str(line["item_id"])) or "" for line in written if line["label"] is not None}
+    pool = candidates(run.items, scorers, run.traces, labelled - {""})
     if size > len(pool):
+        having = "with a trace" if "queue" in args else "in all"
         raise ConfigError(
-            f"size={size}: run {run.run_id} has {len(pool)} items with a trace; ask for at most that"
+            f"size={size}: run {run.run_id} has {len(pool)} items {having}; ask for at most that"
         )
-    queue_id, made = mlflow_review.queue(uri, run.experiment_id, name, list(run.questions.values()))
-    there = mlflow_review.queued(uri, queue_id)
-    already = [c for c in pool if c.trace_id in there]
-    rest = [c for c in pool if c.trace_id not in there]
-    chosen = select(
-        rest, max(size - len(already), 0), rule, lines(run.config, scorers), int(args.get("seed", 0))
-    )
+    if "queue" in args:
+        name = args["queue"]
+        queue_id, made = mlflow_review.queue(uri, run.experiment_id, name, list(run.questions.values()))
+        there = set(mlflow_review.queued(uri, queue_id))
+    else:
+        there = {str(line["item_id"]) for line in written if line.get("run_id") == run.run_id}
+    already = [c for c in pool if c.trace_id in there or c.id in there]
+    rest = [c for c in pool if c not in already]
+    thresholds = lines(run.config, scorers)
+    chosen = select(rest, max(size - len(already), 0), rule, thresholds, int(args.get("seed", 0)))
+    _show_pushed(chosen, rule, thresholds)
+    added = f"{len(chosen)} items added, {len(already)} of this run already there"
+    added += f"; questions: {', '.join(scorers)}"
+    if "queue" not in args:
+        items = {item.id: item for item in run.items}
+        review_sheet.write(sheet, [*written, *review_sheet.lines(run.run_id, chosen, items, run.questions)])
+        print(f"{sheet}: {added}")
+        print(f"fill in label, reviewer and comment, then: evalframe review pull labels={sheet}")
+        return 0
     mlflow_review.add(uri, queue_id, [c.trace_id for c in chosen])
     mlflow_review.tag_run(uri, run.run_id, queue_id, name)
-    _show_pushed(chosen, rule, lines(run.config, scorers))
     verb = "made" if made else "found"
+    print(f"review queue {name!r} ({verb} in experiment {run.experiment_id} at {display_uri(uri)}): {added}")
     print(
-        f"review queue {name!r} ({verb} in experiment {run.experiment_id} at {display_uri(uri)}): "
-        f"{len(chosen)} items added, {len(already)} of this run already there; "
-        f"questions: {', '.join(scorers)}"
-    )
-    print(
-        "label them in the experiment's Review tab (evalframe ui), then: evalframe review pull queue=" + name
+        f"label them in the experiment's Review tab (evalframe ui), then: evalframe review pull queue={name}"
     )
     return 0
 
@@ -187,6 +212,8 @@ def _labels(run: Run, answers: list[mlflow_review.Answer]) -> list[Label]:
 
 
 def pull(uri: str, args: dict[str, str], scratch: Path) -> int:
+    if "labels" in args:
+        return _pull_file(uri, Path(args["labels"]), args, scratch)
     name = args["queue"]
     if "run_id" in args:
         experiment_id = get_run(uri, args["run_id"]).info.experiment_id
@@ -198,23 +225,34 @@ def pull(uri: str, args: dict[str, str], scratch: Path) -> int:
     status = mlflow_review.queued(uri, queue_id)
     done = [t for t, s in status.items() if s == "complete"]
     labels = _labels(run, mlflow_review.answers(uri, run.experiment_id, done, list(run.questions)))
+    where = f"{len(done)} completed items of {len(status)} in queue {name!r}"
+    return _report(uri, run, labels, Path(args.get("output", review_labels.FILE)), where)
+
+
+def _pull_file(uri: str, path: Path, args: dict[str, str], scratch: Path) -> int:
+    found = review_sheet.read(path)
+    runs = sorted({str(line["run_id"]) for line in found})
+    if len(runs) != 1:
+        raise ConfigError(f"labels={path}: lines of {len(runs)} runs ({', '.join(runs)}); one file per run")
+    run = _run(uri, runs[0], scratch, traced=False)
+    labels = review_sheet.labels(path, found, run.questions)
+    items = len({str(line["item_id"]) for line in found})
+    return _report(uri, run, labels, Path(args.get("output", review_labels.FILE)), f"{items} items of {path}")
+
+
+def _report(uri: str, run: Run, labels: list[Label], output: Path, where: str) -> int:
+    """labels.jsonl, the figures printed and logged to the run: what a pull gives, from a queue or a file."""
     review_labels.once_each(labels)
-    output = Path(args.get("output", review_labels.FILE))
     written = review_labels.write(output, labels)
-    print(
-        f"{output}: {written} labels from {len({x.reviewer for x in labels})} reviewers on {len(done)} "
-        f"completed items of {len(status)} in queue {name!r}"
-    )
-    scores = {item.id: item.scores for item in run.items}
+    print(f"{output}: {written} labels from {len({x.reviewer for x in labels})} reviewers on {where}")
     threshold = float(run.config.get("agreement_threshold", 0.5))
     metrics: dict[str, float] = {}
     for scorer in run.questions:
         theirs = [x for x in labels if x.scorer == scorer]
-        if not theirs:
-            continue
-        judge = {i: s[scorer].score for i, s in scores.items() if scorer in s}
-        found = review_labels.figures(theirs, judge, threshold)
-        metrics.update({f"review/{scorer}/{k}": v for k, v in found.items()})
+        if theirs:
+            judge = {item.id: item.scores[scorer].score for item in run.items if scorer in item.scores}
+            found = review_labels.figures(theirs, judge, threshold)
+            metrics.update({f"review/{scorer}/{k}": v for k, v in found.items()})
     _show_figures(metrics, list(run.questions))
     mlflow_review.log_figures(uri, run.run_id, metrics)
     print(f"logged to run {run.run_id} as review/<scorer>/... metrics")

@@ -43,7 +43,7 @@ def once_each(labels: Sequence[Label]) -> None:
     is theirs to say, not ours to guess."""
     seen: set[tuple[str, str, str]] = set()
     for label in labels:
-        key = (label.trace_id, label.scorer, label.reviewer)
+        key = (label.item_id or label.trace_id, label.scorer, label.reviewer)
         if key in seen:
             raise ConfigError(
                 f"reviewer {label.reviewer} answered {label.scorer} twice on item {label.item_id} "

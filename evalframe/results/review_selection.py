@@ -41,11 +41,12 @@ class Candidate:
 def candidates(
     items: Sequence[ItemResult], scorers: Sequence[str], traces: Mapping[str, str], labelled: set[str]
 ) -> list[Candidate]:
-    """The items that have a trace (`traces`: item id -> trace id), in the run's order."""
+    """The items in `traces` (item id -> its trace id; "" for an item labelled in a file, without
+    one), in the run's order."""
     found = []
     for item in items:
         trace_id = traces.get(item.id)
-        if not trace_id:
+        if trace_id is None:
             continue
         results = {name: item.scores[name] for name in scorers if name in item.scores}
         found.append(
