@@ -358,8 +358,9 @@ def _run_command(block: Block, line: str, workdir: Path, scripted: ScriptedModel
 
 def _review(args: list[str], workdir: Path) -> None:
     """`evalframe review push|pull` as written, on a run logged here into ./mlflow.db with its items'
-    traces (the sample's recorded outputs scored by token_f1: no judge); RUN_ID is its id, and a pull's
-    queue is pushed first. tests/cli/test_review.py runs both on a panel's run, with people's answers."""
+    traces (the sample's recorded outputs scored by token_f1: no judge); RUN_ID is its id, and what a
+    pull reads (a queue, a file) is pushed first. tests/cli/test_review.py runs both on a panel's
+    run, with people's answers."""
     from tests.conftest import run_cli
 
     store = f"tracking.uri=sqlite:///{workdir / 'mlflow.db'}"
@@ -367,9 +368,10 @@ def _review(args: list[str], workdir: Path) -> None:
         compose(["dataset=sample", "scorer=token_f1", store]), workdir / "logged"
     )
     assert code in (0, 1) and result.run_id
-    if args[1] == "pull":
-        queue = next(a for a in args if a.startswith("queue="))
-        pushed = run_cli(["review", "push", f"run_id={result.run_id}", queue, "size=2"], workdir)
+    if args[1] == "pull":  # what it pulls: a queue, or a file (pushed with format=jsonl)
+        [where] = [a.replace("labels=", "output=") for a in args if a.startswith(("queue=", "labels="))]
+        to = [where] if where.startswith("queue=") else ["format=jsonl", where]
+        pushed = run_cli(["review", "push", f"run_id={result.run_id}", *to, "size=2"], workdir)
         assert pushed.returncode == 0, pushed.stderr
     done = run_cli([a.replace("RUN_ID", result.run_id) for a in args], workdir)
     assert done.returncode == 0, f"`evalframe {' '.join(args)}`: {done.stderr}"

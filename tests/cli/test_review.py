@@ -276,3 +276,41 @@ def test_a_trace_datasets_items_are_queued_as_their_own_traces(traced_store: Any
         queue = rq.get_review_queue(name="app", experiment_id=traced_store.experiment_id)
         queued = [i.item_id for i in rq.list_review_queue_items(queue.queue_id)]
     assert len(queued) == 3 and set(queued) <= set(traced_store.ids)
+
+
+def test_a_file_round_trip_without_the_review_tab(scripted: ScriptedModel, tmp_path: Path) -> None:
+    uri, run_id = _evaluated(scripted, tmp_path)
+    push = ["review", "push", f"run_id={run_id}", "format=jsonl", "size=4"]
+    done = run_cli(push, tmp_path)
+    assert done.returncode == 0, done.stderr
+    sheet = tmp_path / "review.jsonl"
+    lines = [json.loads(line) for line in sheet.read_text().splitlines()]
+    assert [x["item_id"] for x in lines] == ["q00", "q03", "q06", "q09"]  # the four the judges split on most
+    assert all(x["label"] is None and x["reviewer"] is None and x["comment"] is None for x in lines)
+    assert lines[0]["question"]["kind"] == "categorical" and "same" in lines[0]["question"]["options"]
+    assert run_cli(push, tmp_path).stdout.count("0 items added, 4 of this run already there") == 1
+
+    for (
+        line
+    ) in lines:  # a person fills in the file: "same" on every item, one of them twice (another reviewer)
+        line.update(label="same", reviewer="carol", comment="checked")
+    lines.append({**lines[0], "reviewer": "dan", "label": "disagree"})
+    sheet.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    done = run_cli(["review", "pull", f"labels={sheet}"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    labels = [json.loads(line) for line in (tmp_path / "labels.jsonl").read_text().splitlines()]
+    assert sorted((x["item_id"], x["reviewer"], x["value"]) for x in labels) == [
+        ("q00", "carol", 1.0),
+        ("q00", "dan", 0.0),
+        ("q03", "carol", 1.0),
+        ("q06", "carol", 1.0),
+        ("q09", "carol", 1.0),
+    ]
+    metrics = _metrics(uri, run_id)
+    assert metrics["review/factuality/n"] == 4 and metrics["review/factuality/reviewers_n"] == 1
+
+    lines[1]["label"] = "maybe"
+    sheet.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    done = run_cli(["review", "pull", f"labels={sheet}"], tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"error: {sheet}: line 2 (item q03): 'maybe' is outside factuality's scale")
