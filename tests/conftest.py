@@ -59,6 +59,7 @@ FIRST = (
     "test_parallel.py::test_a_joblib_sweep",
     "test_constrained_judges.py::test_the_readme_commands",
     "test_trace_view.py::",
+    "test_review_tab.py::",
     "test_shards.py::test_shards_on_a_ray_cluster",
     "test_shards.py::test_shards_on_joblib",
     "test_parallel.py::test_a_ray_sweep",

@@ -37,8 +37,9 @@ def two_judges(request: FakeRequest) -> dict[str, Any]:
     return {"reason": f"the answers are {choice}", "choice": choice}
 
 
-def _evaluated(scripted: ScriptedModel, folder: Path) -> tuple[str, str]:
-    """(the store's URI, the run id) of a panel's run over ITEMS rows, logged to folder/mlflow.db."""
+def _evaluated(scripted: ScriptedModel, folder: Path, uri: str | None = None) -> tuple[str, str]:
+    """(the store's URI, the run id) of a panel's run over ITEMS rows, logged to `uri` (a tracking
+    server), else to folder/mlflow.db."""
     from mlflow.tracking import MlflowClient
 
     scripted.responder = two_judges
@@ -49,9 +50,9 @@ def _evaluated(scripted: ScriptedModel, folder: Path) -> tuple[str, str]:
     ]
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     args = ["scorer=factuality", *panel_args(), "dataset=jsonl", f"dataset.path={data}"]
-    done = run_cli(args, folder)
+    done = run_cli([*args, f"tracking.uri={uri}"] if uri else args, folder)
     assert done.returncode == 0, done.stderr
-    uri = f"sqlite:///{folder / 'mlflow.db'}"
+    uri = uri or f"sqlite:///{folder / 'mlflow.db'}"
     client = MlflowClient(uri)
     experiment = client.get_experiment_by_name("evalframe")
     assert experiment is not None
