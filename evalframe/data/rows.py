@@ -8,6 +8,7 @@ never loaded whole, so a dataset's size does not set a run's memory.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalframe.data import formats
+from evalframe.data import formats, labels
 from evalframe.data.conversations import Conversation, conversation_of
 from evalframe.data.values import (
     HANDED,
@@ -149,6 +150,9 @@ def _rows(
     field (`input_fix` says how to map the input column). Only the ids are kept, to catch repeats."""
     columns = column_names(cfg)
     human_column = cfg.get("human_score")
+    if cfg.get("labels") and human_column:
+        raise ConfigError("dataset.labels and dataset.human_score both give a human score: set one of them")
+    people = labels.people(str(cfg["labels"])) if cfg.get("labels") else None  # review pull's labels.jsonl
     limit = cfg.get("limit")
     seen: dict[str, int] = {}
     for number, record in numbered:
@@ -164,7 +168,7 @@ def _rows(
                 f"{where}: id {row.id!r} repeats the id of {unit} {seen[row.id]}; ids must be unique"
             )
         seen[row.id] = number
-        yield row
+        yield row if people is None else dataclasses.replace(row, human=people.get(row.id))
 
 
 def _row(

@@ -179,6 +179,11 @@ def selectors(cfg: Mapping[str, Any]) -> dict[str, Selector | None]:
     for name in (*FIELDS[1:], *LISTS):
         text = columns.get(name)
         chosen[name] = None if text is None else parse(str(text), f"dataset.columns.{name}")
+    if cfg.get("labels"):  # review pull's answers are HUMAN feedback on the traces already
+        raise ConfigError(
+            "dataset.labels joins a file dataset's rows; a trace dataset's people's labels are on its "
+            "traces: read one with dataset.human_score=NAME (a numeric question's)"
+        )
     human = cfg.get("human_score")
     if human is not None:
         human = str(human)

@@ -56,7 +56,8 @@ def of_config(config: Mapping[str, Any]) -> Objective:
             raise ConfigError(
                 f"objective.metric={metric}: unknown agreement metric; choose one of {', '.join(_AGREEMENT)}"
             )
-        if not (config.get("dataset") or {}).get("human_score"):
+        dataset = config.get("dataset") or {}
+        if not (dataset.get("human_score") or dataset.get("labels")):
             raise ConfigError(
                 f"objective.metric={metric} compares with human scores, but the dataset has none: set "
                 "dataset.human_score=COLUMN (and dataset.human_range), or use dataset=sas_squad"
