@@ -69,3 +69,16 @@ def test_bad_labels_are_one_clear_error(tmp_path: Path) -> None:
         load_rows({"path": str(data), "format": "jsonl", "labels": str(tmp_path / "none.jsonl")})
     with pytest.raises(ConfigError, match=r"dataset\.labels and dataset\.human_score both"):
         load_rows({"path": str(data), "format": "jsonl", "labels": str(two), "human_score": "h"})
+
+
+def test_an_agreement_objective_takes_the_labels_as_its_human_scores(tmp_path: Path) -> None:
+    """Penalty tuning to people (objective.metric=<scorer>/agreement/...) refused a dataset without
+    dataset.human_score; dataset.labels gives human scores too."""
+    from evalframe.results.objective import of_config
+
+    labels = _write(tmp_path / "labels.jsonl", [_label("r0", 1.0)])
+    metric = "objective.metric=token_f1/agreement/spearman"
+    with pytest.raises(ConfigError, match="compares with human scores, but the dataset has none"):
+        of_config(compose(["scorer=token_f1", metric]))
+    found = of_config(compose(["scorer=token_f1", metric, f"dataset.labels={labels}"]))
+    assert found.metric == "token_f1/agreement/spearman"
