@@ -198,6 +198,8 @@ def _labels(run: Run, answers: list[mlflow_review.Answer]) -> list[Label]:
     items = {trace: item for item, trace in run.traces.items()}
     found = []
     for a in answers:
+        if a.trace_id not in items:  # an item another run pushed to the same queue: not this run's to compare
+            continue
         try:
             value = run.questions[a.name].score(a.value)
         except ConfigError as e:

@@ -37,7 +37,7 @@ def two_judges(request: FakeRequest) -> dict[str, Any]:
     return {"reason": f"the answers are {choice}", "choice": choice}
 
 
-def _evaluated(scripted: ScriptedModel, folder: Path, uri: str | None = None) -> tuple[str, str]:
+def _evaluated(scripted: ScriptedModel, folder: Path, uri: str | None = None, *more: str) -> tuple[str, str]:
     """(the store's URI, the run id) of a panel's run over ITEMS rows, logged to `uri` (a tracking
     server), else to folder/mlflow.db."""
     from mlflow.tracking import MlflowClient
@@ -49,7 +49,7 @@ def _evaluated(scripted: ScriptedModel, folder: Path, uri: str | None = None) ->
         for i in range(ITEMS)
     ]
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    args = ["scorer=factuality", *panel_args(), "dataset=jsonl", f"dataset.path={data}"]
+    args = ["scorer=factuality", *panel_args(), "dataset=jsonl", f"dataset.path={data}", *more]
     done = run_cli([*args, f"tracking.uri={uri}"] if uri else args, folder)
     assert done.returncode == 0, done.stderr
     uri = uri or f"sqlite:///{folder / 'mlflow.db'}"
@@ -315,3 +315,18 @@ def test_a_file_round_trip_without_the_review_tab(scripted: ScriptedModel, tmp_p
     done = run_cli(["review", "pull", f"labels={sheet}"], tmp_path)
     assert done.returncode == 2
     assert done.stderr.startswith(f"error: {sheet}: line 2 (item q03): 'maybe' is outside factuality's scale")
+
+
+def test_a_run_without_traces_is_one_line_and_exit_2_and_a_file_still_works(
+    scripted: ScriptedModel, tmp_path: Path
+) -> None:
+    _, run_id = _evaluated(scripted, tmp_path, None, "tracking.traces=false")
+    done = run_cli(["review", "push", f"run_id={run_id}", "queue=q", "size=2"], tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"error: run {run_id} has no traces of its items to label")
+    done = run_cli(["review", "push", f"run_id={run_id}", "format=jsonl", "size=2"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert [json.loads(x)["trace_id"] for x in (tmp_path / "review.jsonl").read_text().splitlines()] == [
+        None,
+        None,
+    ]
