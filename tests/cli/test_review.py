@@ -179,6 +179,10 @@ def test_push_the_most_disputed_then_pull_the_labels_and_agreement(
     )
     assert low <= expected <= high and not math.isnan(low)
 
+    # Labelled now, the same 20 are still the run's share of the queue: pushing again adds none.
+    assert "0 items added, 20 of this run already there" in run_cli(push, tmp_path).stdout
+    assert len(_queue(uri, "q")[1]) == 20
+
 
 def test_threshold_takes_the_unlabelled_nearest_the_line(scripted: ScriptedModel, tmp_path: Path) -> None:
     uri, run_id = _evaluated(scripted, tmp_path)
