@@ -11,6 +11,7 @@ from typing import Any
 from evalframe.config import compose as configs
 from evalframe.config.settings import RunSettings
 from evalframe.errors import ConfigError
+from evalframe.report import console as report
 from evalframe.results import objective
 from evalframe.results.agreement import with_agreement
 from evalframe.results.intervals import with_intervals
@@ -35,14 +36,47 @@ def main(args: list[str]) -> int:
     directories = [a for a in rest if "=" not in a]
     if len(directories) != 1 or any(a.startswith("-") for a in rest):
         raise ConfigError(f"log-run takes one run directory\n{USAGE}")
-    # Where to log: this command's tracking node (tracking.uri=..., $MLFLOW_TRACKING_URI), as a run would.
-    config = configs.resolve(configs.compose([a for a in rest if "=" in a]))
-    return log_saved_run(Path(directories[0]), config["tracking"], again)
+    report.quiet_libraries()
+    given = [a for a in rest if "=" in a]
+    # This command's tracking node (tracking=mlflow's, $MLFLOW_TRACKING_URI): what it sets explicitly
+    # overrides the saved run's settings; the rest is what an untracked run would have been logged with.
+    composed = configs.resolve(configs.compose(given))["tracking"]
+    return log_saved_run(Path(directories[0]), set_by(given, composed), again, composed)
 
 
-def log_saved_run(directory: Path, tracking_cfg: Mapping[str, Any], again: bool = False) -> int:
+def set_by(command_line: list[str], tracking: Mapping[str, Any]) -> dict[str, Any]:
+    """The tracking keys a command line sets (`tracking.experiment=x`), with their values in `tracking`
+    (the node it composed)."""
+    keys = (a.split("=", 1)[0].lstrip("+~") for a in command_line)
+    return {
+        k: tracking[k]
+        for k in (key.removeprefix("tracking.") for key in keys if key.startswith("tracking."))
+        if k in tracking
+    }
+
+
+def own_tracking(
+    saved: Mapping[str, Any], command_line: list[str], untracked: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Where and how the saved run goes to MLflow as it was configured: a tracked run's node as it was
+    (its experiment, run name, store); an untracked one's (tracking=none) as a tracked run's would have
+    been, `untracked` (tracking=mlflow's node, composed here), with the experiment of the traces it
+    read (conf/tracking/mlflow.yaml's choice) and what its command line set (tracking.experiment=...)."""
+    tracking = saved.get("tracking") or {}
+    if tracking.get("enabled"):
+        return dict(tracking)
+    traces = (saved.get("dataset") or {}).get("experiment")
+    return {**untracked, **({"experiment": traces} if traces else {}), **set_by(command_line, tracking)}
+
+
+def log_saved_run(
+    directory: Path,
+    tracking_cfg: Mapping[str, Any],
+    again: bool = False,
+    untracked: Mapping[str, Any] | None = None,
+) -> int:
     """Log the finished run in `directory` to MLflow, where `tracking_cfg` says, else where it was
-    configured to go."""
+    configured to go (own_tracking; `untracked`: the tracking node for a run that had tracking=none)."""
     journal = Journal(directory)
     manifest = journal.manifest
     if not manifest.finished:
@@ -58,7 +92,8 @@ def log_saved_run(directory: Path, tracking_cfg: Mapping[str, Any], again: bool 
         )
         return 0
     saved = manifest.config
-    saved["tracking"] = {**saved.get("tracking", {}), **tracking_cfg, "enabled": True}
+    own = own_tracking(saved, manifest.overrides, untracked or {})
+    saved["tracking"] = {**own, **tracking_cfg, "enabled": True}
     settings = RunSettings.of_record(saved)
     result = RunResult(items=[], scorers=list(settings.scorers), keep=settings.keep_items)
     for item in latest_items(journal.path):  # one at a time: the result keeps its first keep_items

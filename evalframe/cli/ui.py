@@ -13,6 +13,7 @@ import os
 import socket
 import sys
 
+from evalframe import tracking
 from evalframe.config import compose as configs
 from evalframe.errors import ConfigError
 from evalframe.tracking.read import check_store, last_run
@@ -103,6 +104,8 @@ def main(args: list[str]) -> int:
     # process of their own importing MLflow again, for nothing a browse of evalframe's runs uses; a user
     # who wants them sets the variable.
     env.setdefault("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")
+    if tracking.OWN_LOGGING:  # what evalframe set for its own process, not for MLflow's server
+        env.pop(tracking.OWN_LOGGING, None)
     command = [
         sys.executable,
         "-m",

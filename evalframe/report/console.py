@@ -20,6 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from evalframe.models.steps import Stats
+from evalframe.report import library_log
 from evalframe.results.comparison import COLUMNS as COMPARE_COLUMNS, Comparison
 from evalframe.results.gate import Check
 from evalframe.results.jobs import Best, Holdout, Job, like_the_best
@@ -45,6 +46,7 @@ _CHATTY = (
 def quiet_libraries(verbose: bool = False) -> None:
     for name in _CHATTY:
         logging.getLogger(name).setLevel(logging.DEBUG if verbose else logging.ERROR)
+    library_log.keep(verbose)  # MLflow's own errors: into a file named on the console, not their tracebacks
 
 
 # Outside a terminal (CI logs, pipes) rich would wrap at 80 columns and cut scorer names.

@@ -19,7 +19,7 @@ from evalframe.run import sources
 from evalframe.scorers.base import Scorer, bound_work
 from evalframe.scorers.digest import digests
 from evalframe.targets.base import Target
-from evalframe.tracking import live_traces
+from evalframe.tracking import live_traces, store
 
 
 @dataclass
@@ -68,6 +68,7 @@ def plan(
     bound_work(scorers, None, settings.max_judgments)  # judges x repeats alone: before reading rows
     if given.cache is None or given.cache.asks_models:  # (a re-score's replies are all stored: no key)
         check_credentials(target, scorers)
+    store.check_run_store(config.get("tracking") or {})  # a URI MLflow cannot take: said before any call
     if given.rows is not None:
         rows = data.Rows.of(given.rows, given.source)
     else:

@@ -4,12 +4,12 @@ scorer's verdict under the same settings (not judged again) or under others (jud
 verdict overridden).
 
 In it: the scorer's config node as composed (its penalties, verdict tables, rules, `reason`, repeats,
-panel), the text of its prompt files, each judge model's settings that can change a reply (name,
-temperature, max_tokens, extra), the target's (what produced the judged output) and the dataset's
-column mapping (what of the row is judged). Left out: where things are (prompt paths, api_base, a
-target's url, the dataset's location), how they are reached (timeouts, retries, rate limits,
-batching, prices), the run (its id, concurrency, cache) and credentials entirely (a hash of a key is
-still derived from it).
+panel), the text of its prompt files and of the files they include, import or extend, each judge
+model's settings that can change a reply (name, temperature, max_tokens, extra), the target's (what
+produced the judged output) and the dataset's column mapping (what of the row is judged). Left out:
+where things are (prompt paths, api_base, a target's url, the dataset's location), how they are
+reached (timeouts, retries, rate limits, batching, prices), the run (its id, concurrency, cache) and
+credentials entirely (a hash of a key is still derived from it).
 """
 
 from __future__ import annotations

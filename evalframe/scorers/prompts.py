@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+import jinja2.meta
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from evalframe.data.conversations import Conversation, transcript as _numbered
@@ -72,9 +73,38 @@ class PromptSet:
             raise PromptError(f"prompt file {self.directory / name}, line {e.lineno}: {e.message}") from None
 
     def text(self) -> str:
-        """Every file of the folder, named, in name order: what its prompts say, wherever it lives."""
+        """Every file of the folder, named, in name order, then every file of its subfolders that they
+        include, import or extend: what its prompts say, wherever it lives."""
         files = sorted(p for p in self.directory.iterdir() if p.is_file())
-        return "\n".join(f"{p.name}\n{p.read_text(encoding='utf-8', errors='replace')}" for p in files)
+        listed = [f"{p.name}\n{p.read_text(encoding='utf-8', errors='replace')}" for p in files]
+        below = self.referenced(*(p.name for p in files))
+        return "\n".join([*listed, *(f"{name}\n{source}" for name, source in below.items() if "/" in name)])
+
+    def referenced(self, *names: str) -> dict[str, str]:
+        """{name: text} of every template that templates `names` include, import or extend, at any
+        depth, as this folder's loader finds them (Jinja2's own parse of each): what a judge reads
+        beside its prompt files, so a verdict's digest covers it. A name computed at render time
+        (`{% include var %}`) could be any template: then every one the folder holds. A file that
+        cannot be found or parsed is left to rendering, which says what is wrong with it."""
+        loader = self._env.loader
+        assert loader is not None
+        found: dict[str, str] = {}
+        todo = list(names)
+        while todo:
+            name = todo.pop()
+            try:
+                source = loader.get_source(self._env, name)[0]
+            except jinja2.TemplateNotFound:
+                continue
+            if name not in names:
+                found[name] = source
+            try:
+                references = list(jinja2.meta.find_referenced_templates(self._env.parse(source)))
+            except jinja2.TemplateSyntaxError:
+                continue
+            wanted = loader.list_templates() if None in references else references
+            todo += [n for n in wanted if n and n not in found and n not in names and n not in todo]
+        return dict(sorted(found.items()))
 
     def has(self, step: str) -> bool:
         if step not in self._steps:
@@ -117,7 +147,10 @@ class PromptFile:
         self._prompts = PromptSet(self.path.parent, default="")
 
     def text(self) -> str:
-        return self.path.read_text(encoding="utf-8", errors="replace")
+        """The file's text, then that of every file it includes, imports or extends, named."""
+        own = self.path.read_text(encoding="utf-8", errors="replace")
+        included = self._prompts.referenced(self.path.name)
+        return "\n".join([own, *(f"{name}\n{source}" for name, source in included.items())])
 
     def render(self, **variables: Any) -> list[Message]:
         return [{"role": "user", "content": self._prompts._render(self.path.name, variables)}]

@@ -27,7 +27,7 @@ from evalframe.paths import write_atomically
 from evalframe.redaction import redact_overrides
 from evalframe.results.jobs import best_of, objective_of, read_jobs, swept_keys
 from evalframe.results.scores import Objective
-from evalframe.sweep import progress, shards
+from evalframe.sweep import progress, shards, workers
 from evalframe.tracking.sweeps import PARENT_RUN, SWEPT
 
 EXIT_CODE = "exit_code"  # each job's exit code, in its directory
@@ -188,6 +188,7 @@ class SweepCallback(Callback):
         from evalframe.tracking import sweeps
 
         check_objective(config)
+        workers.guard(EXIT_CODE)  # a joblib worker that dies: one line, not joblib's traceback
         os.environ[sweeps.SWEPT] = json.dumps(sweep_keys(config))
         sweep_dir = Path(config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)

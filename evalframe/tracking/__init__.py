@@ -20,3 +20,8 @@ os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")  # not "Creating initia
 # Not MLflow's two "View run ... / View experiment ..." lines per run on a tracking server: the run
 # prints its own one `View:` line, and a sweep one line per job.
 os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
+# MLflow's loggers are evalframe's to set (evalframe.report.library_log: their errors and tracebacks go to
+# a file named on the console), not replaced by MLflow's own console handler when it is imported.
+# `mlflow ui`, which `evalframe ui` becomes, logs as MLflow does unless the user set this themselves.
+OWN_LOGGING = "MLFLOW_CONFIGURE_LOGGING" if "MLFLOW_CONFIGURE_LOGGING" not in os.environ else None
+os.environ.setdefault("MLFLOW_CONFIGURE_LOGGING", "false")

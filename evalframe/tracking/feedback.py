@@ -34,7 +34,7 @@ from evalframe.redaction import scrub_text
 from evalframe.results import summary
 from evalframe.results.results_file import iter_items
 from evalframe.results.scores import ItemResult, ScoreResult
-from evalframe.tracking.store import display_uri, fluent_store, store_uri, unavailable
+from evalframe.tracking.store import display_uri, fluent_store, one_line, store_uri, unavailable
 from evalframe.tracking.trace_records import SESSION
 
 WORKERS = 4  # writes in flight: a tracking server answers them side by side (SQLite takes one at a time)
@@ -221,8 +221,8 @@ def _write(verdict: TraceVerdict) -> str | None:
                 overrides=verdict.overrides,
             ),
         )
-    except Exception as e:
-        return f"{type(e).__name__}: {scrub_text(str(e))[:300]}"
+    except Exception as e:  # its first line: SQLAlchemy's go on with the statement (MLflow's log has it all)
+        return f"{type(e).__name__}: {one_line(scrub_text(str(e)))}"
     return None
 
 

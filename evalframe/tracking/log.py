@@ -26,7 +26,18 @@ from evalframe.results import summary
 from evalframe.results.run_result import RunResult
 from evalframe.results.scores import RAW_REPLY_LIMIT
 from evalframe.results.table import items_table
-from evalframe.tracking.store import fluent_store, holder, imported, reap, store_uri, unavailable
+from evalframe.tracking.store import (
+    display_uri,
+    fluent_store,
+    holder,
+    imported,
+    locked,
+    locked_line,
+    one_line,
+    reap,
+    store_uri,
+    unavailable,
+)
 from evalframe.tracking.sweeps import PARENT_RUN, run_name
 from evalframe.tracking.traces import trace_items
 
@@ -254,11 +265,11 @@ def log(
                 notes=notes,
                 into=into,
             )
-        except Exception as e:
-            problem = f"{type(e).__name__}: {str(e)[:300]}"
+        except Exception as e:  # on one line: SQLAlchemy's carry the statement and a link below
+            problem = locked_line(tracking["uri"]) if locked(e) else f"{type(e).__name__}: {one_line(e)}"
     if problem:
         notes.append(
-            f"error: could not log to MLflow at {tracking['uri']} ({problem}). "
+            f"error: could not log to MLflow at {display_uri(tracking['uri'])} ({problem}). "
             f"The results are safe in {results_file}; log them later with: "
             f"evalframe log-run {results_file.parent}"
         )

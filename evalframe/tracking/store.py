@@ -8,18 +8,23 @@ import os
 import re
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from evalframe.errors import ConfigError
 from evalframe.models import imports
 from evalframe.models.cache import alive
 from evalframe.redaction import REDACTED
+from evalframe.tracking import databases
 
 # How long a tracking server gets to answer one probe before the run is logged as failed: MLflow's own
 # client would wait minutes on a server that accepts connections and never answers.
 PROBE_TIMEOUT = 5.0
+# How long a reader or writer of an SQLite store waits for another process's lock on it: what MLflow's
+# own sessions wait (their busy_timeout); past it, one line says the store is locked.
+LOCK_WAIT = 20.0
 # What a run can do when its SQLite store cannot take it: log to another (its results wait on disk).
 LOG_ELSEWHERE = "set tracking.uri=sqlite:///PATH/mlflow.db to a directory you can write"
 # Which process holds a run open: a RUNNING run whose process is gone (SIGKILL, power loss) is stale.
@@ -29,6 +34,7 @@ ASYNC_TRACES = "MLFLOW_ENABLE_ASYNC_TRACE_LOGGING"
 # The URI schemes of the stores MLflow keeps in a database through SQLAlchemy.
 _DATABASES = ("sqlite", "postgresql", "mysql", "mssql")
 _preloading: threading.Thread | None = None  # preload()'s thread, which imported() waits for
+_waiting = False  # whether SQLAlchemy's SQLite connections wait LOCK_WAIT for a lock (_wait_for_locks)
 
 
 def preload(uri: str) -> None:
@@ -76,12 +82,55 @@ def sqlite_path(uri: str) -> Path | None:
 def store_uri(uri: str) -> str:
     """`uri` with a relative SQLite path made absolute: MLflow keeps one store per URI string for the
     life of the process, so `sqlite:///mlflow.db` would go on writing to the database of the first
-    working directory it was used in (the Python API and tests change directory between runs)."""
+    working directory it was used in (the Python API and tests change directory between runs). Every
+    store MLflow is given goes through here: an SQLite one waits for locks from here on."""
     path = sqlite_path(uri)
+    if path is not None:
+        _wait_for_locks()
     if path is None or path.is_absolute():
         return uri
     query = uri.partition("?")[1] + uri.partition("?")[2]
     return f"sqlite:///{path.resolve()}{query}"
+
+
+def _wait_for_locks() -> None:
+    """Every SQLite connection SQLAlchemy opens waits LOCK_WAIT for another process's lock. MLflow's
+    sessions set 20 s themselves, but opening a store (its tables looked for, or made) ran on sqlite3's
+    5 s, so a run that started while another process wrote the store stopped on a 98-line "database
+    is locked" traceback."""
+    global _waiting
+    if _waiting:
+        return
+    import sqlite3
+
+    import sqlalchemy
+
+    def wait(connection: Any, _: Any) -> None:
+        if isinstance(connection, sqlite3.Connection):
+            connection.execute(f"PRAGMA busy_timeout = {int(LOCK_WAIT * 1000)}")
+
+    sqlalchemy.event.listen(sqlalchemy.engine.Engine, "connect", wait)
+    _waiting = True
+
+
+def locked(error: BaseException) -> bool:
+    """Whether `error` (MLflow's, SQLAlchemy's or sqlite3's) is an SQLite store held by another process."""
+    return "database is locked" in str(error)
+
+
+def locked_line(uri: str) -> str:
+    """What to say of the SQLite store at `uri` that stayed locked past LOCK_WAIT."""
+    path = sqlite_path(uri)
+    return (
+        f"the MLflow database {path.absolute() if path else uri} stayed locked by another process for "
+        f"{LOCK_WAIT:g} s; run again once that process is done with it"
+    )
+
+
+def one_line(error: object, limit: int = 300) -> str:
+    """An error's (or a text's) first line, cut to `limit`: SQLAlchemy's go on with the statement and a
+    link."""
+    return next((line for line in str(error).splitlines() if line.strip()), "")[:limit]
 
 
 def display_uri(uri: str) -> str:
@@ -145,43 +194,78 @@ def reap(client: Any, experiment_id: str, notes: list[str]) -> None:
         notes.append(f"warning: could not check for killed MLflow runs ({type(e).__name__}: {e})")
 
 
-def unavailable(uri: str, hint: str = LOG_ELSEWHERE) -> str | None:
-    """Why the store at `uri` cannot take a run, found within seconds, with `hint` on what to do when
-    it is an SQLite file that cannot be written; None when it can (or when it is no kind we can check).
-    MLflow itself waits minutes on a server that accepts connections and never answers, and retries a
-    database it cannot write for 100 s, then prints SQLAlchemy's traceback."""
-    import sqlite3
+def check_run_store(tracking: Mapping[str, Any]) -> None:
+    """Before a run's first model call: a ConfigError when it is to be logged (tracking.enabled) to a
+    store MLflow cannot take at all (an unknown scheme, a file store, a driver not installed), which
+    no later `evalframe log-run` to the same store would fix. A store that is only down is found at
+    the run's end (its results are kept for log-run then)."""
+    uri = str(tracking.get("uri") or "")
+    problem = databases.unsupported(uri, display_uri(uri)) if tracking.get("enabled") and uri else None
+    if problem is not None:
+        raise ConfigError(f"{problem}; check tracking.uri (where the run is logged)")
 
-    if uri.startswith(("http://", "https://")):
+
+def unavailable(uri: str, hint: str = LOG_ELSEWHERE, write: bool = True) -> str | None:
+    """Why the store at `uri` cannot take a run (or be read, `write` False), found within seconds, in
+    one line that shows no password; `hint` says what to do when it is an SQLite file that cannot be
+    written. None when it can (or when it is a kind only MLflow can check: Databricks, a plugin's).
+    MLflow itself waits minutes on a server that accepts connections and never answers, retries a
+    database it cannot reach or write for 100 s, then prints SQLAlchemy's traceback, and meets an
+    unknown scheme, a file store or a missing driver with a traceback."""
+    shown = display_uri(uri)
+    kind = databases.scheme(uri)
+    problem = databases.unsupported(uri, shown)
+    if problem is not None:
+        return problem
+    if kind in ("http", "https"):
         import requests
 
         try:
             requests.get(f"{uri.rstrip('/')}/health", timeout=PROBE_TIMEOUT)  # any answer will do
         except requests.Timeout:
-            return f"the tracking server at {display_uri(uri)} did not answer within {PROBE_TIMEOUT:g} s"
+            return f"the tracking server at {shown} did not answer within {PROBE_TIMEOUT:g} s"
         except requests.RequestException as e:
-            return f"cannot reach the tracking server at {display_uri(uri)} ({type(e).__name__})"
+            return f"cannot reach the tracking server at {shown} ({type(e).__name__})"
         return None
+    if kind in databases.SERVERS:
+        return databases.unreachable(uri, shown)
+    if kind in ("", "file"):
+        return databases.file_store(uri, shown, write)
     database = sqlite_path(uri)
     if database is None:
         return None
-    path = database.absolute()
+    return _sqlite(uri, database.absolute(), hint, write)
+
+
+def _sqlite(uri: str, path: Path, hint: str, write: bool) -> str | None:
+    """An SQLite store: its file can be made (or is there, to read), and a write (or a read) gets
+    through within LOCK_WAIT of another process's lock."""
+    import sqlite3
+
     if not path.exists():
+        if not write:
+            return f"no MLflow database at {path}"
         if not path.parent.is_dir():
             return f"cannot create the MLflow database {path}: {path.parent} is not a directory; {hint}"
         if not os.access(path.parent, os.W_OK):
             return f"cannot create the MLflow database {path}: {path.parent} is read-only; {hint}"
         return None
-    try:  # a write that is rolled back: what MLflow will need, without touching its tables
-        db = sqlite3.connect(f"{path.as_uri()}?mode=rw", uri=True, timeout=PROBE_TIMEOUT)
+    try:  # a write that is rolled back (what MLflow will need, without touching its tables), or a read
+        db = sqlite3.connect(f"{path.as_uri()}?mode={'rw' if write else 'ro'}", uri=True, timeout=LOCK_WAIT)
         db.isolation_level = None  # explicit BEGIN/ROLLBACK: Python would commit the DDL itself
         try:
             db.execute("BEGIN")
-            db.execute("CREATE TABLE evalframe_write_check (x)")
+            if write:
+                db.execute("CREATE TABLE evalframe_write_check (x)")
+            else:
+                db.execute("SELECT count(*) FROM sqlite_master").fetchall()
             db.execute("ROLLBACK")
         finally:
             db.close()
     except sqlite3.Error as e:
-        if "locked" not in str(e):  # another job of a sweep is writing: MLflow waits for it
+        if locked(e):
+            return locked_line(uri)
+        if write:
             return f"cannot write the MLflow database {path} ({e}); {hint}"
+        return f"cannot read the MLflow database {path} ({e})"
     return None

@@ -13,8 +13,8 @@ from typing import Any
 from evalframe.data import rows as data, sessions, traces
 from evalframe.data.trace_query import Query, equals, quoted
 from evalframe.errors import ConfigError, TrackingError
-from evalframe.tracking import read
-from evalframe.tracking.store import display_uri, sqlite_path, store_uri, unavailable
+from evalframe.tracking import databases, read
+from evalframe.tracking.store import display_uri, locked, locked_line, sqlite_path, store_uri, unavailable
 from evalframe.tracking.trace_records import SESSION, record
 
 # Oldest first; traces of the same millisecond in the order of their ids, so pages never overlap.
@@ -39,18 +39,14 @@ def rows(
     traces.selectors(cfg)  # a typo in dataset.columns stops the run before the store is asked
     sessions.check(cfg)
     uri = store_uri(query.tracking_uri or run_store(tracking or {}))
-    database = sqlite_path(uri)
-    if database is None:  # a server that never answers would hold MLflow's client for minutes
-        problem = unavailable(uri)
-        if problem:
-            raise TrackingError(f"{problem}; check dataset.tracking_uri (or tracking.uri)")
-    elif not database.is_file():
-        raise ConfigError(
-            f"dataset=mlflow_traces: no MLflow database at {database}; set dataset.tracking_uri (or "
-            "tracking.uri) to the store your application's traces are in"
-        )
-    client = read._client(uri)  # never one that creates an empty store on the way
-    experiment_id, name = _experiment(client, query.experiment, uri)
+    _check(uri)
+    try:
+        client = read._client(uri)  # never one that creates an empty store on the way
+        experiment_id, name = _experiment(client, query.experiment, uri)
+    except Exception as e:  # locked again since the check: MLflow waited as long, then 98 lines
+        if locked(e):
+            raise TrackingError(locked_line(uri)) from None
+        raise
     source = f"MLflow experiment {name!r}"
     if cfg.get("sessions"):
         return _sessions(client, experiment_id, query, uri, cfg, source)
@@ -59,6 +55,21 @@ def rows(
         return traces.rows(_records(client, experiment_id, query, uri), cfg, source, set_aside)
 
     return data.Rows(traces_read, source)
+
+
+def _check(uri: str) -> None:
+    """The traces' store can be read, found within seconds, before MLflow is given it (which would
+    retry a database server for minutes, and meets a bad URI with a traceback)."""
+    where = "dataset.tracking_uri (or tracking.uri): the store your application's traces are in"
+    problem = databases.unsupported(uri, display_uri(uri))
+    if problem:
+        raise ConfigError(f"{problem}; check {where}")
+    database = sqlite_path(uri)
+    if database is not None and not database.is_file():
+        raise ConfigError(f"dataset=mlflow_traces: no MLflow database at {database}; set {where}")
+    problem = unavailable(uri, write=False)
+    if problem:
+        raise TrackingError(f"{problem} (read as dataset.tracking_uri, or tracking.uri)")
 
 
 def run_store(tracking: Mapping[str, Any]) -> str:
@@ -159,6 +170,8 @@ def _search(
                 include_spans=spans,
             )
         except MlflowException as e:
+            if locked(e):
+                raise TrackingError(locked_line(uri)) from None
             raise ConfigError(
                 f"the MLflow store at {display_uri(uri)} refused the trace search {wanted!r} "
                 f"({e.message}); check dataset.filter and dataset.tags"

@@ -21,10 +21,11 @@ from typing import Any
 from evalframe.data.judged import taken
 from evalframe.data.trace_query import Query
 from evalframe.data.traces import sampled
+from evalframe.errors import TrackingError
 from evalframe.redaction import scrub_text
 from evalframe.tracking import read
 from evalframe.tracking.log import params
-from evalframe.tracking.store import display_uri, fluent_store, holder, store_uri
+from evalframe.tracking.store import display_uri, fluent_store, holder, store_uri, unavailable
 from evalframe.tracking.trace_reader import ORDER, _experiment, run_store
 from evalframe.tracking.trace_records import record
 
@@ -86,6 +87,9 @@ def open_run(config: Mapping[str, Any], key: str, name: str) -> WatcherRun:
 
     tracking = config["tracking"]
     uri = store_uri(str(tracking["uri"]))
+    problem = unavailable(uri)  # within seconds, where MLflow would retry a database for minutes
+    if problem is not None:
+        raise TrackingError(f"{problem} (tracking.uri: where the watcher's run and checkpoint are)")
     with fluent_store(uri):
         experiment_id = mlflow.set_experiment(str(tracking["experiment"])).experiment_id
     client = _client(uri)

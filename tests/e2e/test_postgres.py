@@ -158,3 +158,21 @@ def test_a_sweep_logged_to_a_postgres_backed_mlflow_server(
             ([c.info.run_id for c in children],),
         )
         assert cursor.fetchone() == (2,)
+
+
+def test_a_postgresql_store_is_checked_in_seconds_by_logging_in(postgres: Postgres) -> None:
+    """A database that answers passes the check; one whose login is refused (no such database here) is
+    one line with the driver's reason, within seconds, instead of MLflow's 100 s of retries."""
+    import time
+
+    from evalframe.tracking.store import unavailable
+
+    assert unavailable(postgres.uri) is None
+    start = time.perf_counter()
+    missing = unavailable(f"postgresql://{USER}:pw-s3cret@127.0.0.1:{postgres.port}/nodb")
+    assert time.perf_counter() - start < 10
+    assert missing is not None and "pw-s3cret" not in missing and "\n" not in missing
+    assert missing.startswith(
+        f"the database of the MLflow store at postgresql://***@127.0.0.1:{postgres.port}/nodb"
+    )
+    assert 'database "nodb" does not exist' in missing

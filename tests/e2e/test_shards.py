@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from evalframe.data.shards import shard_of
+from evalframe.paths import SAMPLE_DATASET
 from tests.conftest import fake_model, run_cli, run_process, sweep_runs
 from tests.fake_judge import judge
 from tests.mlflow_server import free_port
@@ -176,3 +177,45 @@ def test_a_shard_killed_with_sigkill_resumes_alone(judge_server: FakeLLMServer, 
     calls = Counter(_signature(r) for r in judge_server.requests)
     assert max(calls.values()) == 1  # no answered judge call asked again
     assert "shards: 2 of 2 finished; the whole evaluation, 12 items" in resumed.stdout
+
+
+DIES = '''import os, signal
+
+
+def answer(question, row):
+    """The application under test; its process dies (as the out-of-memory killer ends it) on one row."""
+    if row["id"] == os.environ.get("DIE_ON"):
+        os.kill(os.getpid(), signal.SIGKILL)
+    return "Paris"
+'''
+
+
+@pytest.mark.slow
+def test_a_shard_whose_worker_process_is_killed_says_so_in_one_line(tmp_path: Path) -> None:
+    """joblib alone raised TerminatedWorkerError ("could be caused by a segmentation fault"), a traceback
+    and exit code 2, with no word that resume=true continues (it does)."""
+    (tmp_path / "dies.py").write_text(DIES)
+    rows = [json.loads(line)["id"] for line in SAMPLE_DATASET.open()][:6]
+    victim = next(i for i in rows if shard_of(i, 2) == 1)
+    args = ["-m", "shards=2", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "dataset.limit=6"]
+    args += [
+        "scorer=exact_match",
+        "target=python",
+        "target.fn=dies:answer",
+        "target.pass_row=true",
+        "tracking=none",
+    ]
+    env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))}
+    killed = run_process(args, tmp_path, {**env, "DIE_ON": victim})
+    assert killed.returncode == 128 + signal.SIGKILL, killed.stderr[-3000:]
+    assert "Traceback" not in killed.stderr and "TerminatedWorkerError" not in killed.stderr
+    [line] = killed.stderr.strip().splitlines()
+    assert line.startswith("error: a worker process of the joblib launcher died (SIGKILL) with ")
+    assert "shard 1 (0 of 2 items done)" in line
+    assert line.endswith("the same command plus resume=true continues, keeping every finished item")
+
+    resumed = run_process([*args, "resume=true"], tmp_path, env)  # as the line says: it continues
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    [sweep_dir] = tmp_path.glob("multirun/*/*")
+    merged = [json.loads(line)["id"] for line in (sweep_dir / "results.jsonl").open()]
+    assert sorted(merged) == sorted(rows)  # the whole evaluation, each item once

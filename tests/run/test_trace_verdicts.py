@@ -189,7 +189,9 @@ def test_a_run_logged_later_writes_its_verdicts_then(
     done = evalframe(store, tmp_path, *untracked(store), "tracking.feedback=false")
     assert done.returncode == 0, done.stderr
     [directory] = [p.parent for p in (tmp_path / "outputs").rglob("run.json")]
-    where = [f"tracking.uri={store.uri}", f"tracking.experiment={store.experiment}"]
+    # The run kept its verdicts back (tracking.feedback=false): log-run keeps the run's settings but for
+    # what its own command line sets, here feedback back on.
+    where = [f"tracking.uri={store.uri}", f"tracking.experiment={store.experiment}", "tracking.feedback=true"]
     logged = run_cli(["log-run", str(directory), *where], cwd=tmp_path)
     assert logged.returncode == 0, logged.stderr
     [run] = runs(store)

@@ -114,3 +114,58 @@ def test_a_digest_is_the_same_in_another_process_for_the_same_settings() -> None
         "faithfulness",
         planning.build(resolve(compose(BASE))["scorers"]["faithfulness"], "f"),
     )
+
+
+def test_a_file_a_prompt_includes_counts_as_the_prompt_does(tmp_path: Path) -> None:
+    """The README's own judge ("Your own judge, as data"), its prompt including a rules file that
+    imports a macro from a subfolder: editing only an included file changes the verdict's digest
+    (the judge reads it as part of its prompt), as editing the prompt does."""
+    prompts = tmp_path / "my_prompts"
+    (prompts / "parts").mkdir(parents=True)
+    (prompts / "polite.j2").write_text(
+        "How polite is this reply to a customer's question?\n{% include 'rules.txt' %}\n"
+        "Reply:\n{{ output | fence('REPLY') }}\n"
+        'Reply with JSON: {"reason": "...", "rating": 1-5}\n'
+    )
+    (prompts / "rules.txt").write_text("{% from 'parts/scale.j2' import scale %}Rules: {{ scale() }}")
+    (prompts / "parts" / "scale.j2").write_text("{% macro scale() %}1 = rude, 5 = very polite{% endmacro %}")
+    config = resolve(compose(["scorer=exact_match", "model=gpt"]))
+    config["scorers"] = {
+        "polite": {  # my_conf/scorer/polite.yaml, as the README writes it
+            "_target_": "evalframe.scorers.judge.Judge",
+            "prompt": str(prompts / "polite.j2"),
+            "system": None,
+            "require_ground_truth": False,
+            "output": {"type": "number", "min": 1, "max": 5},
+            "model": config["model"],
+            "repeats": 1,
+        }
+    }
+
+    def polite(reads: str) -> str:
+        judge = planning.build(config["scorers"]["polite"], "scorers.polite")
+        [message] = judge.prompts["judge"].render(output="Thanks!", input="q")
+        assert f"\nRules: {reads}\nReply:" in message["content"]  # what the judge reads
+        return digest.digests(config, {"polite": judge})["polite"]
+
+    first = polite("1 = rude, 5 = very polite")
+    assert polite("1 = rude, 5 = very polite") == first
+    (prompts / "rules.txt").write_text(
+        "{% from 'parts/scale.j2' import scale %}Rules: be strict, {{ scale() }}"
+    )
+    second = polite("be strict, 1 = rude, 5 = very polite")
+    assert second != first
+    (prompts / "parts" / "scale.j2").write_text("{% macro scale() %}1 = rude, 5 = kind{% endmacro %}")
+    assert polite("be strict, 1 = rude, 5 = kind") not in (first, second)
+
+
+def test_a_prompt_folder_counts_the_files_of_its_subfolders_it_includes(tmp_path: Path) -> None:
+    mine = tmp_path / "mine"
+    shutil.copytree(PROMPTS_DIR / "answer_similarity", mine)
+    (mine / "shared").mkdir()
+    (mine / "shared" / "rules.txt").write_text("Count units strictly.")
+    (mine / "extract.j2").write_text((mine / "extract.j2").read_text() + "\n{% include 'shared/rules.txt' %}")
+    moved = [f"scorers.answer_similarity.prompt_dir={mine}"]
+    before = digests(*moved)
+    (mine / "shared" / "rules.txt").write_text("Count units leniently.")
+    assert digests(*moved)["answer_similarity"] != before["answer_similarity"]
