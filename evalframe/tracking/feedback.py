@@ -90,7 +90,8 @@ def _against(verdict: TraceVerdict, found: Any) -> TraceVerdict:
     if not ours:
         return replace(verdict, seen=seen)
     last = ours[-1]
-    same = (last.get("metadata") or {}).get(judged.DIGEST) == verdict.metadata[judged.DIGEST]
+    earlier = last.get("metadata") or {}
+    same = all(earlier.get(key) == verdict.metadata.get(key) for key in (judged.DIGEST, judged.MISSING))
     there = same and judged.error_code(last) in (None, judged.NOT_APPLICABLE)
     return replace(verdict, seen=seen, there=there, overrides=None if there else str(last["assessment_id"]))
 
@@ -117,6 +118,8 @@ def decided(
             continue
         digest = judged.digest_for(item.record, digests[name])
         metadata = {judged.DIGEST: digest, **({judged.RUN_ID: run_id} if run_id else {}), **_session(item)}
+        if lacked := result.details.get(judged.MISSING):  # not applicable to it until the trace has it
+            metadata[judged.MISSING] = str(lacked)
         base = TraceVerdict(
             item.trace_id, name, result.score, result.reason, sources.get(name, ("CODE", name)), metadata
         )
