@@ -256,10 +256,10 @@ TWO = ["scorer=[faithfulness,exact_match]", "dataset.limit=12"]  # 12 traces wit
 def killed_in_the_write_back(monkeypatch: pytest.MonkeyPatch, after: int) -> None:
     """The run stopped (Ctrl-C; a SIGKILL leaves the same on disk and in the store) once `after` verdicts
     are on their traces: after its MLflow run, which is logged before its verdicts."""
-    real, written = verdict_writes.Traces.write, list[verdict_writes.Verdict]()
+    real, written = verdict_writes.Traces.write, list[verdict_writes.TraceVerdict]()
     lock = threading.Lock()
 
-    def write(self: verdict_writes.Traces, verdict: verdict_writes.Verdict) -> str | None:
+    def write(self: verdict_writes.Traces, verdict: verdict_writes.TraceVerdict) -> str | None:
         with lock:
             if len(written) >= after:
                 raise KeyboardInterrupt
