@@ -20,14 +20,17 @@ from evalframe.api.evaluation import Evaluation
 def _run(prepared: Prepared) -> Evaluation:
     from evalframe.errors import EXIT_INTERRUPTED
     from evalframe.report import console as report
-    from evalframe.run import pipeline
+    from evalframe.run import completion, pipeline
 
     report.quiet_libraries()
     try:
         with report.silenced(not prepared.verbose):  # code prints what it wants: str(result), .summary()
-            result, code = pipeline.evaluate(
-                prepared.config, prepared.output_dir, prepared.resume_from, prepared.overrides, prepared.given
-            )
+            resume_from, given = prepared.resume_from, prepared.given
+            if resume_from is not None and completion.finished(resume_from):  # killed in its write-back
+                result, code = completion.complete(resume_from)
+            else:
+                config, output_dir, overrides = prepared.config, prepared.output_dir, prepared.overrides
+                result, code = pipeline.evaluate(config, output_dir, resume_from, overrides, given)
     except SystemExit as e:
         if e.code == EXIT_INTERRUPTED:  # the CLI's Ctrl-C exit; in code it is what it was
             raise KeyboardInterrupt from None

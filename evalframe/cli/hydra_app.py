@@ -132,7 +132,7 @@ def _job(
 
     from evalframe.results import objective as objectives
     from evalframe.results.journal import Journal, resume_dir
-    from evalframe.run import pipeline
+    from evalframe.run import completion, pipeline
     from evalframe.sweep.callback import require_multirun
 
     if rescoring is not None:
@@ -153,7 +153,10 @@ def _job(
     else:
         # Hydra's default run directory is outputs/DATE/TIME: unfinished runs are looked for there.
         resume_from = resume_dir(config.get("resume"), output_dir.parent.parent, config)
-    result, code = pipeline.evaluate(config, output_dir, resume_from, overrides)
+    if resume_from is not None and completion.finished(resume_from):  # killed in its write-back, say
+        result, code = completion.complete(resume_from)
+    else:
+        result, code = pipeline.evaluate(config, output_dir, resume_from, overrides)
     return code, _returned(result.objective or failed, hydra_cfg)
 
 

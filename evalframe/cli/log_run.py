@@ -3,25 +3,16 @@ unreachable, from its run directory (results.jsonl and run.json)."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from evalframe.config import compose as configs
-from evalframe.config.settings import RunSettings
 from evalframe.errors import ConfigError
 from evalframe.report import console as report
-from evalframe.results import objective
-from evalframe.results.agreement import with_agreement
-from evalframe.results.intervals import with_intervals
 from evalframe.results.journal import Journal
 from evalframe.results.manifest import MANIFEST
-from evalframe.results.results_file import latest_items
-from evalframe.results.run_result import RunResult
-from evalframe.results.scores import GateVerdict
-from evalframe.run import modes
-from evalframe.run.sinks import Concluded, publish
+from evalframe.run import completion
 
 USAGE = (
     "usage: evalframe log-run RUN_DIR [--again] [tracking.uri=URI]\n"
@@ -76,7 +67,8 @@ def log_saved_run(
     untracked: Mapping[str, Any] | None = None,
 ) -> int:
     """Log the finished run in `directory` to MLflow, where `tracking_cfg` says, else where it was
-    configured to go (own_tracking; `untracked`: the tracking node for a run that had tracking=none)."""
+    configured to go (own_tracking; `untracked`: the tracking node for a run that had tracking=none);
+    one logged already is not logged twice (its missing verdicts are written)."""
     journal = Journal(directory)
     manifest = journal.manifest
     if not manifest.finished:
@@ -84,26 +76,7 @@ def log_saved_run(
             f"log-run {directory}: no finished run there "
             f"({MANIFEST} says {manifest.status or 'nothing'}); resume it first with resume=PATH"
         )
-    if manifest.mlflow_run_id and not again:
-        print(
-            f"{directory} is already logged to MLflow as run {manifest.mlflow_run_id}: nothing logged "
-            "(evalframe log-run DIR --again logs it again, as a new run)",
-            file=sys.stderr,
-        )
-        return 0
     saved = manifest.config
     own = own_tracking(saved, manifest.overrides, untracked or {})
     saved["tracking"] = {**own, **tracking_cfg, "enabled": True}
-    settings = RunSettings.of_record(saved)
-    result = RunResult(items=[], scorers=list(settings.scorers), keep=settings.keep_items)
-    for item in latest_items(journal.path):  # one at a time: the result keeps its first keep_items
-        result.add(item)
-    with_intervals(result)
-    with_agreement(result, saved)
-    result.objective = objective.from_json(manifest.objective)
-    if gate := manifest.gate:  # the verdict the run reached, recorded again in MLflow
-        result.verdict = GateVerdict(int(gate["exit_code"]), tuple(gate["failed"]))
-    result.facts = dict(manifest.about)
-    print(f"logging {result.count} items from {journal.path}", file=sys.stderr)
-    done = Concluded(result, settings, saved, journal, manifest.overrides)
-    return publish(done, modes.LOGGED.sinks(settings))
+    return completion.logged(journal, saved, again)[1]

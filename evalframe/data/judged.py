@@ -26,6 +26,9 @@ from evalframe.errors import EXIT_OK, DataError, EvalframeError
 DIGEST = "evalframe.digest"  # feedback metadata: the digest of the settings that gave the verdict
 RUN_ID = "evalframe.run_id"  # feedback metadata: the evalframe run (its MLflow run id) that gave it
 NOT_APPLICABLE = "NOT_APPLICABLE"  # the error code of a verdict with nothing to measure: a decision
+# A not-applicable verdict's metadata: the row field its trace lacked (an expectation, say). A decision
+# only while the trace still lacks it: once someone adds it, the trace is judged again.
+MISSING = "evalframe.missing"
 SESSION_TRACES = "session_traces"  # a session item's record: its traces, [{"trace_id", "turn"}] in order
 
 
@@ -57,16 +60,22 @@ def feedbacks(assessments: Any, name: str, span_id: str | None = None) -> list[M
     ]
 
 
-def verdict(assessments: Any, name: str, digest: str | None) -> Mapping[str, Any] | None:
+def verdict(
+    assessments: Any, name: str, digest: str | None, row: Row | None = None
+) -> Mapping[str, Any] | None:
     """The latest valid feedback of scorer `name` on the trace given under `digest` that decides
-    something (a score, or not applicable), or None."""
+    something (a score, or not applicable; not one for a field `row` now has), or None."""
     if not digest:
         return None
     for a in reversed(feedbacks(assessments, name)):
-        if (a.get("metadata") or {}).get(DIGEST) == digest:
+        metadata = a.get("metadata") or {}
+        if metadata.get(DIGEST) == digest:
             code, value = error_code(a), a.get("value")
-            if (code is None and isinstance(value, int | float) and not isinstance(value, bool)) or (
-                code == NOT_APPLICABLE
+            if code is None and isinstance(value, int | float) and not isinstance(value, bool):
+                return a
+            lacked = metadata.get(MISSING)
+            if code == NOT_APPLICABLE and not (
+                row and lacked and getattr(row, str(lacked), None) is not None
             ):
                 return a
     return None
@@ -91,9 +100,9 @@ def digest_for(record: Mapping[str, Any], digest: str) -> str:
     return f"{digest}.{hashlib.sha256(ids.encode()).hexdigest()[:12]}"
 
 
-def already_judged(assessments: list[dict[str, Any]], name: str, digest: str) -> bool:
-    """Whether a trace with these assessments carries scorer `name`'s verdict under `digest`."""
-    return verdict(assessments, name, digest) is not None
+def already_judged(assessments: list[dict[str, Any]], name: str, digest: str, row: Row | None = None) -> bool:
+    """Whether a trace with these assessments (`row`'s) carries scorer `name`'s verdict under `digest`."""
+    return verdict(assessments, name, digest, row) is not None
 
 
 def assessments_of(row: Row) -> Any:
@@ -123,7 +132,7 @@ class Unjudged(Rows):
                 done = [
                     n
                     for n, d in self.digests.items()
-                    if found and already_judged(found, n, digest_for(row.extra, d))
+                    if found and already_judged(found, n, digest_for(row.extra, d), row)
                 ]
                 if self.digests and len(done) == len(self.digests):
                     skipped += 1

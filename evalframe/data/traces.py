@@ -16,8 +16,8 @@ A selector is a source and a path (the grammar, also in conf/dataset/mlflow_trac
 followed by any of .KEY (a key of a mapping), [N] (an item of a list; negative from the end) and [*]
 (each item). A span is a mapping too: span:X[i].inputs, .outputs, .name, .attributes.KEY. A NAME or
 KEY holding dots is written in backquotes: tag:`mlflow.traceName`. A selector that finds nothing is a
-missing field (a scorer that needs it stops the run before any call, naming the trace); [*] over no
-span is an empty list (no tool called).
+missing field (a scorer that needs it is not applicable to that trace: run.planning.Needs); [*] over
+no span is an empty list (no tool called).
 """
 
 from __future__ import annotations

@@ -188,10 +188,12 @@ class Journal:
         verdict: GateVerdict | None = None,
         facts: dict[str, str] | None = None,
         merging: Mapping[str, Any] | None = None,
+        verdicts_due: bool = False,
     ) -> None:
         """Mark the run finished; `means` per scorer and the objective ({"metric", "value", "direction"})
         feed the table printed at the end of a sweep, and the sweep's charts; the gate's verdict and
-        what was run (dataset, judges, date, version) say what happened."""
+        what was run (dataset, judges, date, version) say what happened; `verdicts_due`: its verdicts
+        go onto traces next (until they are written, resume and log-run complete them)."""
         if self._file:
             try:
                 self._file.close()
@@ -199,7 +201,9 @@ class Journal:
                 raise self._full(e) from None
             finally:
                 self._file = None
-        record = replace(self.manifest, status="finished", means=means or {}, about=facts or {})
+        record = replace(
+            self.manifest, status="finished", means=means or {}, about=facts or {}, verdicts_due=verdicts_due
+        )
         record.merging = dict(merging or {})  # what a merge of shards needs (evalframe.run.merged)
         if objective is not None:
             record.objective = objective.to_json()
@@ -229,7 +233,8 @@ class Journal:
 
 
 def find_resumable(outputs: Path, config: dict[str, Any]) -> Path | None:
-    """The newest unfinished run under `outputs` with the same fingerprint as `config`."""
+    """The newest unfinished run under `outputs` with the same fingerprint as `config`: one stopped
+    before its end, or after it while writing its verdicts onto traces (Manifest.verdicts_pending)."""
     wanted = fingerprint(config)
     manifests = sorted(outputs.rglob(MANIFEST), key=lambda p: p.stat().st_mtime, reverse=True)
     for path in manifests:
@@ -237,7 +242,8 @@ def find_resumable(outputs: Path, config: dict[str, Any]) -> Path | None:
             manifest = Manifest.read(path.parent)
         except ConfigError:  # a record this evalframe cannot read is no run of this config
             continue
-        if manifest.status == "running" and manifest.fingerprint == wanted:
+        unfinished = manifest.status == "running" or manifest.verdicts_pending
+        if unfinished and manifest.fingerprint == wanted:
             return path.parent
     return None
 

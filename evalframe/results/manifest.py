@@ -37,11 +37,20 @@ class Manifest:
     gate: dict[str, Any] | None = None  # the gate's verdict: {"verdict", "exit_code", "failed"}
     mlflow_run_id: str | None = None  # once the run is in MLflow: log-run does not log it twice
     verdicts_written: bool = False  # once its verdicts are on their traces: not written twice
+    # Its verdicts go onto traces (its mode writes them, items came from traces): until they are all
+    # written, the run is not done (a kill in the write-back): resume and log-run write what is missing.
+    verdicts_due: bool = False
     format: int = FORMAT
 
     @property
     def finished(self) -> bool:
         return self.status == "finished"
+
+    @property
+    def verdicts_pending(self) -> bool:
+        """Finished, but its verdicts were not all written onto its traces (killed while writing them,
+        or the store could not take its run): what `resume` and `log-run` complete."""
+        return self.finished and self.verdicts_due and not self.verdicts_written
 
     @classmethod
     def read(cls, directory: Path) -> Manifest:

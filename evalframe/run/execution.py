@@ -76,7 +76,8 @@ async def _score_rows(
         else:
             ready.append((row, output))
     if plan.unjudged:  # rows from traces: a verdict a trace carries already is not asked again
-        pending = reuse.ask(plan.scorers, plan.unjudged.digests, ready, ctx, record)
+        missing = plan.needs.missing if plan.needs else lambda name, row: None  # a trace may lack a field
+        pending = reuse.ask(plan.scorers, plan.unjudged.digests, ready, ctx, record, missing)
     else:
         pending = [
             (name, row, result)

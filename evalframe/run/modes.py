@@ -43,6 +43,10 @@ class Mode:
         off |= {VERDICTS} if not settings.tracking.feedback else set()
         return [sink for name, sink in _IN_ORDER.items() if name in self.outputs and name not in off]
 
+    def writes_verdicts(self, settings: RunSettings) -> bool:
+        """Whether it writes verdicts onto traces (its items' run.json then says they are due)."""
+        return sinks.trace_verdicts in self.sinks(settings)
+
     def part(self) -> Mode:
         """This mode for a part of the evaluation (a shard): its whole's outputs are the merge's."""
         return replace(self, name=f"{self.name} shard", outputs=self.outputs - _WHOLE, gated=False)
@@ -63,6 +67,9 @@ TICK = Mode(
 HOLDOUT = Mode("hold-out", frozenset({REPORT, TABLES}))
 PROBE = Mode("probe", frozenset(), gated=False, progress=False)  # a re-score's search for the culprit
 LOGGED = Mode("log-run", frozenset({MLFLOW, VERDICTS, WHERE}))  # a finished run logged later
+# The verdicts a run in MLflow had not all written onto its traces (a kill in its write-back), written
+# and linked to that run: never a second run.
+VERDICTS_ONLY = Mode("verdicts", frozenset({VERDICTS}), gated=False, progress=False)
 
 
 def of(settings: RunSettings) -> Mode:

@@ -158,7 +158,8 @@ def conclude(
     if mode.gated:
         code, checks = gate.decide(result, settings.gate.model_dump(), settings.max_unscored_rate)
     result.verdict, result.facts = gate.verdict(code, checks), summaries.facts(config, result)
-    journal.finish(result.means, result.objective, result.verdict, result.facts, merging(result))
+    due = mode.writes_verdicts(settings) and result.traced > 0  # written by a sink: a kill may come first
+    journal.finish(result.means, result.objective, result.verdict, result.facts, merging(result), due)
     return Concluded(result, settings, config, journal, overrides, code, checks)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +37,76 @@ class Plan:
     unjudged: judged.Unjudged | None = None  # the rows, less those whose traces carry every verdict
     started: float = 0.0  # when the run started (seconds since the epoch): a trace dataset's window ends
     aside: judged.SetAside | None = None  # the rows that cannot be judged, left unscored (a watch tick's)
+    needs: Needs | None = None  # what each scorer needs of a row; a trace dataset's rows may lack it
+
+
+class Needs:
+    """The row fields each scorer needs (`needs`: (scorer, field) pairs), checked in the one pass over the
+    rows before any call. A file's row without one stops the run (data.require): a missing column is a
+    mistake. A trace dataset's rows may lack one (production traces carry expectations on a few of
+    them): the scorer is not applicable to those rows (counted, and written onto their traces as such),
+    and only a scorer that applies to no row at all stops the run, naming the first row."""
+
+    def __init__(
+        self, needs: list[tuple[str, str]], columns: Mapping[str, str | None], source: str, lenient: bool
+    ):
+        self.needs, self.columns, self.source, self.lenient = needs, columns, source, lenient
+        self.fields: dict[str, tuple[str, ...]] = {}
+        for name, need in needs:
+            self.fields[name] = (*self.fields.get(name, ()), need)
+        self.applies: Counter[str] = Counter()
+        self.lacking: dict[str, tuple[data.Row, str, int]] = {}  # scorer -> (first row lacking, field, rows)
+        self.first: dict[str, data.Row] = {}  # scorer -> the first row it applies to
+
+    def missing(self, name: str, row: data.Row) -> str | None:
+        """The first field scorer `name` needs that `row` lacks (None: it applies)."""
+        return next((f for f in self.fields.get(name, ()) if getattr(row, f) is None), None)
+
+    def require(self, window: list[data.Row]) -> None:
+        """A file's rows: each must hold every field (raising DataError); a trace dataset's need not."""
+        for name, need in [] if self.lenient else self.needs:
+            data.require(window, self.source, need, f"scorer {name} needs", self.columns[need])
+
+    def count(self, window: list[data.Row]) -> None:
+        """The rows each scorer applies to, and those it does not (a trace dataset's), counted."""
+        for row in window:
+            for name in self.fields if row.unjudgeable is None else ():
+                lacks = self.missing(name, row)
+                if lacks is None:
+                    self.applies[name] += 1
+                    self.first.setdefault(name, row)
+                else:
+                    first, field_name, count = self.lacking.get(name, (row, lacks, 0))
+                    self.lacking[name] = (first, field_name, count + 1)
+
+    def counted(self, check: Callable[[list[data.Row]], None]) -> Callable[[list[data.Row]], None]:
+        """`check`, then count (the pass before the run: not a watch tick's per-row check)."""
+
+        def both(window: list[data.Row]) -> None:
+            check(window)
+            self.count(window)
+
+        return both
+
+    def confirm(self, unjudged: judged.Unjudged | None) -> None:
+        """After the pass: a scorer that applies to no row stops the run, as a file's missing column
+        does (a wrong selector, say), unless traces left out as judged carry its verdicts: it applied."""
+        for name, (row, lacks, _) in self.lacking.items():
+            judged_before = unjudged is not None and (unjudged.skipped or unjudged.reused[name])
+            if not self.applies[name] and not judged_before:
+                more = " (and no other row has one)"
+                data.require([row], self.source, lacks, f"scorer {name} needs{more}", self.columns[lacks])
+
+    def said(self, unit: str = "row(s)") -> str | None:
+        """The console's line on the rows (`unit`) a scorer does not apply to, if any."""
+        if not self.lacking:
+            return None
+        each = "; ".join(
+            f"{name} on {count} {unit} without {lacks}"
+            + (f" (read from {self.columns[lacks]})" if self.columns.get(lacks) else "")
+            for name, (_, lacks, count) in sorted(self.lacking.items())
+        )
+        return f"not applicable: {each}; counted apart, not unscored"
 
 
 @dataclass
@@ -73,7 +144,13 @@ def plan(
         rows = data.Rows.of(given.rows, given.source)
     else:
         rows = sources.rows(config["dataset"], config.get("tracking"), started, set_aside)
-    checked = _checker(config, target, scorers, rows.source)
+    needs = Needs(  # a trace dataset's rows may lack a field: not applicable there
+        target.from_rows([(n, need) for n, scorer in scorers.items() for need in scorer.required()]),
+        data.column_names(config.get("dataset") or {}),
+        rows.source,
+        lenient=sources.trace_backed(config["dataset"]),
+    )
+    checked = _checker(target, needs, rows.source)
     aside = judged.SetAside(rows, checked) if set_aside else None  # (each row checked as it is read)
     rows = aside if aside is not None else rows
     verdicts = digests(config, scorers, target.identity())  # onto any trace's verdicts (a live target's too)
@@ -83,36 +160,35 @@ def plan(
     shard = shards.selected(config)  # one shard of a sharded evaluation (-m shards=N): its rows only
     counter = shards.Counter(*shard) if shard and given.rows is None else None
     # The whole file, one pass, before any call: also a shard's, so a bad row stops every shard alike.
+    counted = needs.counted(checked)
     first: data.Row | None = rows.validate(
-        counter.counting(checked) if counter else checked, data.window_size(config)
+        counter.counting(counted) if counter else counted, data.window_size(config)
     )
     if aside is not None:
         first = aside.first  # None: no row can be judged, no prompt is rendered
+    else:  # (a watch tick's traces lacking an expectation are usual: no scorer of a tick stops it)
+        needs.confirm(unjudged)
     if given.rows is None:  # (rows given as they are, the API's or a re-score's, are never split)
         rows = splits.tune_part(rows, settings.tune.model_dump())
     if counter:
         rows = counter.part(rows)
     bound_work(scorers, len(rows), settings.max_judgments)
-    if first is not None:
-        for scorer in scorers.values():
-            scorer.validate(target.sample(first))
+    for name, scorer in scorers.items():
+        if (sample := needs.first.get(name, first)) is not None:  # a row it applies to
+            scorer.validate(target.sample(sample))
     inputs = hashlib.sha256(f"{rows.digest}\n{target.identity()}".encode()).hexdigest()[:16]
-    return Plan(config, settings, target, scorers, rows, inputs, verdicts, unjudged, started, aside)
+    return Plan(config, settings, target, scorers, rows, inputs, verdicts, unjudged, started, aside, needs)
 
 
-def _checker(
-    config: Mapping[str, Any], target: Target, scorers: Mapping[str, Scorer], source: str
-) -> Callable[[list[data.Row]], None]:
+def _checker(target: Target, needs: Needs, source: str) -> Callable[[list[data.Row]], None]:
     """The check of a window of rows before any call (raising DataError): the target's, and every
-    field a scorer needs that the rows must hold. A row set aside already (unjudgeable) is not checked."""
-    needs = [(name, need) for name, scorer in scorers.items() for need in scorer.required()]
-    columns = data.column_names(config.get("dataset") or {})
+    field a scorer needs that the rows must hold (Needs). A row set aside already (unjudgeable) is not
+    checked."""
 
     def checked(window: list[data.Row]) -> None:
         window = [row for row in window if row.unjudgeable is None]
         target.validate(window, source)
-        for name, need in target.from_rows(needs):  # not those a live target hands over
-            data.require(window, source, need, f"scorer {name} needs", columns[need])
+        needs.require(window)
 
     return checked
 

@@ -35,27 +35,42 @@ def result(verdict: Mapping[str, Any]) -> ScoreResult:
     return ScoreResult(float(verdict["value"]), rationale, details=details)
 
 
+def lacking(field: str) -> ScoreResult:
+    """A scorer's result on a row whose trace lacks a field it needs (an expectation, say): not
+    applicable, and said so on the trace (judged.MISSING: judged again once the field is there)."""
+    found = ScoreResult.empty(f"the trace carries no {field}")
+    found.details[judged.MISSING] = field
+    return found
+
+
 def ask(
     scorers: Mapping[str, Scorer],
     found: Mapping[str, str],
     ready: list[tuple[Row, str]],
     ctx: Context,
     record: Record,
+    missing: Callable[[str, Row], str | None] = lambda name, row: None,
 ) -> list[tuple[str, Row, Awaitable[ScoreResult]]]:
     """Each scorer's pending result for the (row, output) pairs whose trace lacks its verdict under
-    its digest in `found`; the verdicts the traces carry are recorded at once."""
+    its digest in `found`; the verdicts the traces carry are recorded at once, and so is "not
+    applicable" where the row lacks a field the scorer needs (`missing`: which one)."""
     pending: list[tuple[str, Row, Awaitable[ScoreResult]]] = []
     for name, scorer in scorers.items():
         mine = []
         for row, output in ready:
             digest = found.get(name)
             earlier = judged.verdict(
-                judged.assessments_of(row), name, judged.digest_for(row.extra, digest) if digest else None
+                judged.assessments_of(row),
+                name,
+                judged.digest_for(row.extra, digest) if digest else None,
+                row,
             )
-            if earlier is None:
-                mine.append((row, output))
-            else:
+            if earlier is not None:
                 record(name, row, result(earlier))
+            elif lacks := missing(name, row):
+                record(name, row, lacking(lacks))
+            else:
+                mine.append((row, output))
         if mine:
             pending += [
                 (name, row, p) for (row, _), p in zip(mine, scorer.score_each(mine, ctx), strict=True)
@@ -64,13 +79,16 @@ def ask(
 
 
 def planned(plan: Callable[[], Any], scorers: list[str]) -> tuple[Any, RunResult | None]:
-    """`plan()`'s plan and None, saying what is not judged again; or, when every trace carries every
-    verdict already, None and an empty result: a clean end, no run (it says so in one line)."""
+    """`plan()`'s plan and None, saying what is not judged again and what a scorer does not apply to;
+    or, when every trace carries every verdict already, None and an empty result: a clean end, no run
+    (it says so in one line)."""
     try:
         p = plan()
     except judged.AllJudged as e:
         print(e, file=sys.stderr)
         return None, RunResult(items=[], scorers=scorers)
     if p.unjudged and (line := p.unjudged.said()):
+        print(line, file=sys.stderr)
+    if p.needs and (line := p.needs.said(p.unjudged.unit if p.unjudged else "row(s)")):
         print(line, file=sys.stderr)
     return p, None

@@ -12,7 +12,11 @@ feedback, `<scorer>/chunks`: the verdicts in rank order, a reason per chunk.
 An earlier evalframe verdict of the same name under another digest (or one that failed) is overridden
 through MLflow's own `overrides` (kept, marked invalid); one under the same digest that decided
 something is left alone, so nothing is written twice. A verdict reused from the trace (data.judged)
-is not written again.
+is not written again. What the trace holds is read again just before its verdicts are written (another
+run, or this one killed and logged again, may have written since the rows were read), and each verdict
+gets an id made from the state it was decided on (TraceVerdict.assessment_id): of two runs writing onto the
+same trace at once, the store takes one verdict, the other finds it there and skips (the same digest)
+or overrides it (another digest). One verdict per (trace, scorer, digest), whatever runs at once.
 
 The verdicts are written from the run's results.jsonl once the run is logged (or finished, without
 tracking), so a run killed half-way writes every finished item's verdicts when it is resumed or logged
@@ -34,8 +38,9 @@ from evalframe.redaction import scrub_text
 from evalframe.results import summary
 from evalframe.results.results_file import iter_items
 from evalframe.results.scores import ItemResult, ScoreResult
-from evalframe.tracking.store import display_uri, fluent_store, one_line, store_uri, unavailable
+from evalframe.tracking.store import display_uri, store_uri, unavailable
 from evalframe.tracking.trace_records import SESSION
+from evalframe.tracking.verdict_writes import TURNS, Done, Traces, TraceVerdict, trace_ids, write_item
 
 WORKERS = 4  # writes in flight: a tracking server answers them side by side (SQLite takes one at a time)
 LINKS_PER_CALL = 100  # MLflow's link_traces_to_run refuses more (MAX_TRACE_LINKS_PER_REQUEST)
@@ -43,21 +48,6 @@ CHUNK = 500  # items whose verdicts are written together: memory holds one chunk
 CHUNKS = "/chunks"  # the name of a scorer's per-chunk feedback on the RETRIEVER span: `<scorer>/chunks`
 TURN = "/turn"  # the name of a conversation judge's verdict on one turn of a session, on its trace
 TURN_NUMBER = "evalframe.turn"  # a per-turn verdict's metadata: the number of the turn it is on
-
-
-@dataclass(frozen=True)
-class TraceVerdict:
-    """One Feedback to write onto a trace (or one of its spans)."""
-
-    trace_id: str
-    name: str
-    value: Any  # None when `error` is set
-    rationale: str
-    source: tuple[str, str]  # (MLflow AssessmentSourceType, source id)
-    metadata: Mapping[str, str]
-    error: tuple[str, str] | None = None  # (error code, message): an unscored item
-    span_id: str | None = None
-    overrides: str | None = None  # the earlier evalframe verdict it replaces
 
 
 def source(name: str, spec: Any) -> tuple[str, str]:
@@ -87,16 +77,23 @@ def chunk_verdicts(result: ScoreResult) -> list[tuple[str, str]] | None:
     return None
 
 
-def _earlier(assessments: Any, name: str, digest: str, span_id: str | None) -> tuple[bool, str | None]:
-    """(whether the verdict is on the trace already, the earlier evalframe verdict to override)."""
-    ours = [
-        a for a in judged.feedbacks(assessments, name, span_id) if judged.DIGEST in (a.get("metadata") or {})
-    ]
+def _against(verdict: TraceVerdict, found: Any) -> TraceVerdict:
+    """`verdict` decided against the assessments `found` on its trace: there already (the latest
+    evalframe verdict of its name has its digest and decided something), else overriding that latest one."""
+    name, span = verdict.name, verdict.span_id
+    seen = tuple(
+        str(a.get("assessment_id"))
+        for a in found or []
+        if isinstance(a, Mapping) and a.get("name") == name and (a.get("span_id") or None) == span
+    )
+    ours = [a for a in judged.feedbacks(found, name, span) if judged.DIGEST in (a.get("metadata") or {})]
     if not ours:
-        return False, None
+        return replace(verdict, seen=seen)
     last = ours[-1]
-    same = (last.get("metadata") or {}).get(judged.DIGEST) == digest
-    return same and judged.error_code(last) in (None, judged.NOT_APPLICABLE), str(last.get("assessment_id"))
+    earlier = last.get("metadata") or {}
+    same = all(earlier.get(key) == verdict.metadata.get(key) for key in (judged.DIGEST, judged.MISSING))
+    there = same and judged.error_code(last) in (None, judged.NOT_APPLICABLE)
+    return replace(verdict, seen=seen, there=there, overrides=None if there else str(last["assessment_id"]))
 
 
 def verdicts(
@@ -104,6 +101,14 @@ def verdicts(
 ) -> list[TraceVerdict]:
     """What to write for one item: a feedback per scorer on its trace, and a scorer's per-chunk
     verdicts on its RETRIEVER span; none for a verdict reused from the trace or already on it."""
+    return [v for v in decided(item, digests, sources, run_id) if not v.there]
+
+
+def decided(
+    item: ItemResult, digests: Mapping[str, str], sources: Mapping[str, tuple[str, str]], run_id: str | None
+) -> list[TraceVerdict]:
+    """Every verdict of one item but those reused from the trace, each decided against what its trace
+    holds (item.record's assessments): `there` already, or to write."""
     if not item.trace_id:
         return []
     found = item.record.get("assessments")
@@ -113,34 +118,26 @@ def verdicts(
             continue
         digest = judged.digest_for(item.record, digests[name])
         metadata = {judged.DIGEST: digest, **({judged.RUN_ID: run_id} if run_id else {}), **_session(item)}
+        if lacked := result.details.get(judged.MISSING):  # not applicable to it until the trace has it
+            metadata[judged.MISSING] = str(lacked)
         base = TraceVerdict(
             item.trace_id, name, result.score, result.reason, sources.get(name, ("CODE", name)), metadata
         )
-        there, overrides = _earlier(found, name, digest, None)
-        if not there and result.scored:
-            out.append(replace(base, overrides=overrides))
-        elif not there:
+        if result.scored:
+            out.append(_against(base, found))
+        else:
             code = judged.NOT_APPLICABLE if result.not_applicable else "UNSCORED"
             out.append(
-                replace(base, value=None, error=(code, result.error or result.reason), overrides=overrides)
+                _against(replace(base, value=None, error=(code, result.error or result.reason)), found)
             )
         chunks = chunk_verdicts(result) if result.scored else None
         if chunks and item.retriever_span_id:
-            there, overrides = _earlier(found, name + CHUNKS, digest, item.retriever_span_id)
-            if not there:
-                lines = "\n".join(f"#{i} {verdict}: {reason}" for i, (verdict, reason) in enumerate(chunks))
-                value = [verdict for verdict, _ in chunks]
-                span = item.retriever_span_id
-                out.append(
-                    replace(
-                        base,
-                        name=name + CHUNKS,
-                        value=value,
-                        rationale=lines,
-                        span_id=span,
-                        overrides=overrides,
-                    )
-                )
+            lines = "\n".join(f"#{i} {verdict}: {reason}" for i, (verdict, reason) in enumerate(chunks))
+            value = [verdict for verdict, _ in chunks]
+            chunked = replace(
+                base, name=name + CHUNKS, value=value, rationale=lines, span_id=item.retriever_span_id
+            )
+            out.append(_against(chunked, found))
         if result.scored:
             out += turn_verdicts(item, result, base)
     return out
@@ -152,25 +149,17 @@ def _session(item: ItemResult) -> dict[str, str]:
     return {SESSION: str(session)} if session and item.record.get(judged.SESSION_TRACES) else {}
 
 
-def trace_ids(item: ItemResult) -> list[str]:
-    """The traces an item was read from: its own, or every trace of its session, oldest first."""
-    entries = item.record.get(judged.SESSION_TRACES)
-    if isinstance(entries, list) and entries:
-        return [str(e["trace_id"]) for e in entries if isinstance(e, Mapping) and e.get("trace_id")]
-    return [item.trace_id] if item.trace_id else []
-
-
 def turn_verdicts(item: ItemResult, result: ScoreResult, base: TraceVerdict) -> list[TraceVerdict]:
     """A conversation judge's verdict on each assistant turn of a session (details["turns"]), each on
     the trace that made the turn, named `<scorer>/turn`: the turn's score, its verdict and reason as
-    the rationale; none for a turn whose verdict is on its trace already. The session's own verdict
-    (`base`, on its first trace) is not among them."""
+    the rationale, each decided against what its trace holds (`there` already, or to write). The
+    session's own verdict (`base`, on its first trace) is not among them."""
     made = {
         e.get("turn"): str(e["trace_id"])
         for e in item.record.get(judged.SESSION_TRACES) or []
         if isinstance(e, Mapping) and e.get("turn") is not None and e.get("trace_id")
     }
-    others = item.record.get("turn_assessments") or {}
+    others = item.record.get(TURNS) or {}
     metadata = {k: v for k, v in base.metadata.items() if k != SESSION}  # a turn's verdict is the trace's
     out = []
     for entry in result.details.get("turns") or []:
@@ -178,52 +167,19 @@ def turn_verdicts(item: ItemResult, result: ScoreResult, base: TraceVerdict) -> 
         if trace_id is None:
             continue
         found = item.record.get("assessments") if trace_id == item.trace_id else others.get(trace_id)
-        there, overrides = _earlier(found, base.name + TURN, metadata[judged.DIGEST], None)
-        if there:
-            continue
         score, reason = entry.get("score"), f"{entry.get('verdict')}: {entry.get('reason') or ''}"
         number = isinstance(score, int | float) and not isinstance(score, bool) and score == score
-        out.append(
-            replace(
-                base,
-                trace_id=trace_id,
-                name=base.name + TURN,
-                value=score if number else None,
-                error=None if number else ("UNSCORED", reason),
-                rationale=reason,
-                metadata={**metadata, TURN_NUMBER: str(entry["turn"])},
-                overrides=overrides,
-            )
+        turn = replace(
+            base,
+            trace_id=trace_id,
+            name=base.name + TURN,
+            value=score if number else None,
+            error=None if number else ("UNSCORED", reason),
+            rationale=reason,
+            metadata={**metadata, TURN_NUMBER: str(entry["turn"])},
         )
+        out.append(_against(turn, found))
     return out
-
-
-def _write(verdict: TraceVerdict) -> str | None:
-    """Write one verdict; the error, if it could not be written."""
-    import mlflow
-    from mlflow.entities import AssessmentError, AssessmentSource, Feedback
-
-    try:
-        # log_assessment with `overrides`: what mlflow.override_feedback does (the earlier verdict kept,
-        # marked invalid) in one request instead of two, and for an unscored verdict too (an error).
-        mlflow.log_assessment(
-            verdict.trace_id,
-            Feedback(
-                name=verdict.name,
-                value=verdict.value,
-                error=AssessmentError(error_code=verdict.error[0], error_message=verdict.error[1])
-                if verdict.error
-                else None,
-                rationale=verdict.rationale,
-                source=AssessmentSource(source_type=verdict.source[0], source_id=verdict.source[1]),
-                metadata=dict(verdict.metadata),
-                span_id=verdict.span_id,
-                overrides=verdict.overrides,
-            ),
-        )
-    except Exception as e:  # its first line: SQLAlchemy's go on with the statement (MLflow's log has it all)
-        return f"{type(e).__name__}: {one_line(scrub_text(str(e)))}"
-    return None
 
 
 def traces_uri(config: Mapping[str, Any]) -> str:
@@ -239,10 +195,21 @@ def traces_uri(config: Mapping[str, Any]) -> str:
 class Tally:
     written: int = 0
     overriding: int = 0
+    already: int = 0  # on the trace already (written by another run, or before a kill)
     failed: int = 0
     first_error: str = ""
     traces: int = 0
     linked: int = 0
+
+    def count(self, verdict: TraceVerdict, error: str | None) -> None:
+        if error is not None:
+            self.failed += 1
+            self.first_error = self.first_error or error
+        elif verdict.there:
+            self.already += 1
+        else:
+            self.written += 1
+            self.overriding += verdict.overrides is not None
 
 
 def _items(results_file: Path) -> Iterator[list[ItemResult]]:
@@ -273,22 +240,16 @@ def write_back(
     sources = {name: source(name, spec) for name, spec in (config.get("scorers") or {}).items()}
     tally, start = Tally(), time.perf_counter()
     linked = run_id is not None and uri == store_uri(str((config.get("tracking") or {}).get("uri") or ""))
-    with fluent_store(uri), concurrent.futures.ThreadPoolExecutor(WORKERS) as pool:
-        client = _client(uri)
+    with concurrent.futures.ThreadPoolExecutor(WORKERS) as pool:
+        client, traces = _client(uri), Traces(uri)
+
+        def write(item: ItemResult) -> list[Done]:
+            return write_item(traces, item, lambda fresh: decided(fresh, digests or {}, sources, run_id))
+
         for chunk in itertools.chain([first], chunks):
             tally.traces += sum(len(trace_ids(item)) for item in chunk)
-            todo = (
-                [v for item in chunk for v in verdicts(item, digests or {}, sources, run_id)]
-                if digests
-                else []
-            )
-            for verdict, error in zip(todo, pool.map(_write, todo), strict=True):
-                if error is None:
-                    tally.written += 1
-                    tally.overriding += verdict.overrides is not None
-                else:
-                    tally.failed += 1
-                    tally.first_error = tally.first_error or error
+            for verdict, error in itertools.chain.from_iterable(pool.map(write, chunk if digests else [])):
+                tally.count(verdict, error)
             if linked:
                 tally.linked += _link(
                     client, [t for item in chunk for t in trace_ids(item)], str(run_id), notes
@@ -326,6 +287,8 @@ def _said(tally: Tally, seconds: float, shown_uri: str, results_file: Path, else
     line = f"verdicts: {tally.written} written onto {tally.traces} traces at {shown_uri}"
     if tally.overriding:
         line += f" ({tally.overriding} overriding earlier verdicts)"
+    if tally.already:
+        line += f", {tally.already} there already (not written twice)"
     if tally.linked:
         line += f", {tally.linked} linked to the run"
     elif elsewhere:

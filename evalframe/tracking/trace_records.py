@@ -35,12 +35,17 @@ def record(trace: Any) -> dict[str, Any]:
         "metadata": metadata,
         "session_id": metadata.get(SESSION),
         "spans": [_span(s) for s in spans],
-        "assessments": [
-            _assessment(a)
-            for a in sorted(info.assessments or [], key=lambda a: a.create_time_ms or 0)
-            if a.feedback is not None or a.expectation is not None  # not an issue reference
-        ],
+        "assessments": assessments(info),
     }
+
+
+def assessments(info: Any) -> list[dict[str, Any]]:
+    """A trace's assessments (of its mlflow.entities.TraceInfo) as the record holds them, oldest first."""
+    return [
+        _assessment(a)
+        for a in sorted(info.assessments or [], key=lambda a: a.create_time_ms or 0)
+        if a.feedback is not None or a.expectation is not None  # not an issue reference
+    ]
 
 
 def _name(state: Any) -> str:

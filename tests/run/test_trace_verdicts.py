@@ -8,6 +8,7 @@ when it is logged or resumed, and a resumed run reads the traces it started on."
 from __future__ import annotations
 
 import json
+import threading
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,8 @@ import mlflow
 import pytest
 from mlflow.entities import AssessmentSource, AssessmentSourceType
 
+from evalframe.results.manifest import Manifest
+from evalframe.tracking import verdict_writes
 from tests.conftest import fake_model, run_cli
 from tests.fake_judge import judge
 from tests.scripted import ScriptedModel
@@ -247,3 +250,89 @@ def test_a_run_killed_half_way_resumes_on_its_own_traces_and_writes_every_verdic
         assert any(store.questions[trace_id] in text for text in asked) == (trace_id not in finished)
     assert verdicts(store) == {t: Counter({"faithfulness": 1}) for t in billing}
     assert late not in verdicts(store)
+
+
+TWO = ["scorer=[faithfulness,exact_match]", "dataset.limit=12"]  # 12 traces with expected answers
+
+
+def killed_in_the_write_back(monkeypatch: pytest.MonkeyPatch, after: int) -> None:
+    """The run stopped (Ctrl-C; a SIGKILL leaves the same on disk and in the store) once `after` verdicts
+    are on their traces: after its MLflow run, which is logged before its verdicts."""
+    real, written = verdict_writes.Traces.write, list[verdict_writes.TraceVerdict]()
+    lock = threading.Lock()
+
+    def write(self: verdict_writes.Traces, verdict: verdict_writes.TraceVerdict) -> str | None:
+        with lock:
+            if len(written) >= after:
+                raise KeyboardInterrupt
+            written.append(verdict)
+        return real(self, verdict)
+
+    monkeypatch.setattr(verdict_writes.Traces, "write", write)
+
+
+def half_written(
+    scripted: ScriptedModel, store: Seeded, cwd: Path, monkeypatch: pytest.MonkeyPatch, *args: str
+) -> Path:
+    """A run of TWO killed while writing its verdicts; its directory."""
+    with monkeypatch.context() as patched:
+        killed_in_the_write_back(patched, after=10)
+        killed = evalframe(store, cwd, *TWO, *fake_model(scripted), *args)
+    assert killed.returncode == 130, killed.stderr
+    [directory] = [p.parent for p in (cwd / "outputs").rglob("run.json")]
+    manifest = Manifest.read(directory)
+    assert manifest.finished and manifest.verdicts_pending
+    assert 0 < sum(sum(names.values()) for names in verdicts(store).values()) < 24
+    return directory
+
+
+def one_each(store: Seeded) -> bool:
+    """Every one of the 12 traces holds one verdict of each scorer, none written twice (valid or not)."""
+    both = Counter({"faithfulness": 1, "exact_match": 1})
+    counted = {t: Counter(a.name for a in found) for t, found in feedbacks(store).items()}
+    return verdicts(store) == counted == dict.fromkeys(store.ok[:12], both)
+
+
+def test_a_run_killed_while_writing_its_verdicts_is_completed_by_resume_without_a_second_run(
+    scripted: ScriptedModel, traced_store: Seeded, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = traced_store
+    directory = half_written(scripted, store, tmp_path, monkeypatch)
+    [run] = runs(store)
+    scripted.reset()
+    resumed = evalframe(store, tmp_path, *TWO, *fake_model(scripted), "resume=true")
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"resuming {directory}: every item had finished; nothing is judged again" in resumed.stderr
+    assert "writing the missing ones" in resumed.stderr and "there already" in resumed.stderr
+    assert scripted.requests == []
+    assert one_each(store)
+    assert [r.info.run_id for r in runs(store)] == [run.info.run_id]
+    assert linked(store, run.info.run_id) == set(store.ok[:12])
+    assert {a.metadata["evalframe.run_id"] for f in feedbacks(store).values() for a in f} == {run.info.run_id}
+    assert Manifest.read(directory).verdicts_written
+    again = evalframe(store, tmp_path, *TWO, *fake_model(scripted), "resume=true")  # nothing left
+    assert again.returncode == 2 and "no unfinished run" in again.stderr
+
+
+@pytest.mark.parametrize("tracking", ["on", "none"])
+def test_log_run_of_a_run_killed_while_writing_its_verdicts_writes_only_the_missing_ones(
+    tracking: str,
+    scripted: ScriptedModel,
+    traced_store: Seeded,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Logged already (tracking on): no second run, the verdicts it lacks linked to its run. Never logged
+    (tracking=none): logged once, and the verdicts on the traces already are not written again."""
+    store = traced_store
+    untracked = ["tracking=none", f"dataset.tracking_uri={store.uri}"] if tracking == "none" else []
+    directory = half_written(scripted, store, tmp_path, monkeypatch, *untracked)
+    before = [r.info.run_id for r in runs(store)]
+    where = [f"tracking.uri={store.uri}", f"tracking.experiment={store.experiment}"]
+    logged = run_cli(["log-run", str(directory), *where], cwd=tmp_path)
+    assert logged.returncode == 0 and "Traceback" not in logged.stderr, logged.stderr
+    assert one_each(store)
+    [run] = runs(store)
+    assert before == ([run.info.run_id] if tracking == "on" else [])
+    assert linked(store, run.info.run_id) == set(store.ok[:12])
+    assert Manifest.read(directory).verdicts_written

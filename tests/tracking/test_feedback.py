@@ -4,7 +4,10 @@ The run end to end (skip, reuse, override, log-run, resume) is in tests/run/test
 
 from __future__ import annotations
 
+import concurrent.futures
 import math
+import threading
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -302,3 +305,109 @@ def test_items_without_traces_open_no_store(tmp_path: Path) -> None:
     uri = f"sqlite:///{tmp_path / 'none.db'}"
     assert feedback.write_back(results, config(uri), None, DIGESTS, []) is None
     assert not (tmp_path / "none.db").exists()
+
+
+def valid_verdicts(uri: str, trace_id: str | None) -> list[tuple[str, str]]:
+    """(name, digest) of each valid evalframe verdict on the trace."""
+    return sorted((a.name, a.metadata[judged.DIGEST]) for a in assessments(uri, trace_id) if a.valid)
+
+
+ONE_EACH = [
+    ("context_precision", "c" * 16),
+    ("context_precision/chunks", "c" * 16),
+    ("exact_match", "e" * 16),
+]
+
+
+@pytest.mark.slow
+def test_results_written_back_again_write_nothing_twice(traced_store: Seeded, tmp_path: Path) -> None:
+    """A run logged again after a kill in its write-back, or resumed: its results were read before any
+    verdict went onto the traces, and are written from that. What the traces hold now decides."""
+    uri, rows = traced_store.uri, traced_store.rows("dataset.limit=12")
+    scores = {
+        "context_precision": ScoreResult(0.5, "half", details=RANKED),
+        "exact_match": ScoreResult(1.0, ""),
+    }
+    results = journaled(tmp_path, items_of(rows, **scores))
+    first = feedback.write_back(results, config(uri), None, DIGESTS, [])
+    assert first is not None and (first.written, first.already) == (36, 0)
+    notes: list[str] = []
+    again = feedback.write_back(results, config(uri), None, DIGESTS, notes)
+    assert again is not None and (again.written, again.already, again.failed) == (0, 36, 0)
+    assert "verdicts: 0 written onto 12 traces" in notes[0] and "36 there already" in notes[0]
+    assert all(valid_verdicts(uri, r.trace_id) == ONE_EACH for r in rows)
+    assert all(len(assessments(uri, r.trace_id)) == 3 for r in rows)  # none written twice, valid or not
+
+
+class ReadTooEarly(feedback.Traces):
+    """A write-back whose read of each trace comes before another run's write, and its own write after:
+    the first read of a trace finds nothing (as the other run had not written yet)."""
+
+    def __init__(self, uri: str):
+        super().__init__(uri)
+        self.seen: set[str] = set()
+
+    def read(self, trace_id: str) -> list[dict[str, Any]] | None:
+        if trace_id not in self.seen:
+            self.seen.add(trace_id)
+            return []
+        return super().read(trace_id)
+
+
+@pytest.mark.slow
+def test_a_verdict_written_between_the_read_and_the_write_is_not_written_twice(
+    traced_store: Seeded, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    uri, rows = traced_store.uri, traced_store.rows("dataset.limit=12")
+    scores = {
+        "context_precision": ScoreResult(0.5, "half", details=RANKED),
+        "exact_match": ScoreResult(1.0, ""),
+    }
+    results = journaled(tmp_path, items_of(rows, **scores))
+    assert feedback.write_back(results, config(uri), None, DIGESTS, []) is not None
+    monkeypatch.setattr(feedback, "Traces", ReadTooEarly)
+    late = feedback.write_back(results, config(uri), None, DIGESTS, [])
+    # Its writes are refused by the store (the ids of verdicts decided on the same state), it reads
+    # again and finds them there.
+    assert late is not None and (late.written, late.already, late.failed) == (0, 36, 0)
+    assert all(valid_verdicts(uri, r.trace_id) == ONE_EACH for r in rows)
+    assert all(len(assessments(uri, r.trace_id)) == 3 for r in rows)
+    changed = {**DIGESTS, "exact_match": "9" * 16}  # another digest met the same way: overrides
+    monkeypatch.setattr(feedback, "Traces", ReadTooEarly)
+    other = journaled(tmp_path / "other", items_of(rows, exact_match=ScoreResult(0.0, "")))
+    overriding = feedback.write_back(other, config(uri), None, changed, [])
+    assert overriding is not None and (overriding.written, overriding.overriding) == (12, 12)
+    assert all(("exact_match", "9" * 16) in valid_verdicts(uri, r.trace_id) for r in rows)
+    assert all(len(valid_verdicts(uri, r.trace_id)) == 3 for r in rows)
+
+
+@pytest.mark.slow
+def test_two_write_backs_at_once_leave_one_verdict_per_scorer_and_digest(
+    traced_store: Seeded, tmp_path: Path
+) -> None:
+    """Four runs over the same 12 traces at once, each having read them before any wrote: two with the
+    same exact_match settings, two with different faithfulness settings. Whichever writes second finds
+    the verdict there (the same digest) or overrides it (another digest): one valid verdict per scorer."""
+    uri, rows = traced_store.uri, traced_store.rows("dataset.limit=12")
+    changed = {**DIGESTS, "faithfulness": "9" * 16}
+    runs = [
+        (journaled(tmp_path / "a", items_of(rows, exact_match=ScoreResult(1.0, "a"))), DIGESTS),
+        (journaled(tmp_path / "b", items_of(rows, exact_match=ScoreResult(0.0, "b"))), DIGESTS),
+        (journaled(tmp_path / "c", items_of(rows, faithfulness=ScoreResult(0.5, "c"))), DIGESTS),
+        (journaled(tmp_path / "d", items_of(rows, faithfulness=ScoreResult(1.0, "d"))), changed),
+    ]
+    start = threading.Barrier(len(runs))
+
+    def write(run: tuple[Path, dict[str, str]]) -> feedback.Tally | None:
+        start.wait()
+        return feedback.write_back(run[0], config(uri), None, run[1], [])
+
+    with concurrent.futures.ThreadPoolExecutor(len(runs)) as pool:
+        a, b, c, d = list(pool.map(write, runs))
+    assert a and b and c and d and not any(t.failed for t in (a, b, c, d))
+    assert (a.written + b.written, a.already + b.already) == (12, 12)
+    assert (c.written + d.written, c.overriding + d.overriding) == (24, 12)
+    for row in rows:
+        assert Counter(name for name, _ in valid_verdicts(uri, row.trace_id)) == Counter(
+            {"exact_match": 1, "faithfulness": 1}
+        )
