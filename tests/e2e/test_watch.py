@@ -145,4 +145,5 @@ def test_a_watcher_killed_while_writing_verdicts_back_goes_on_when_started_again
     assert len(judge_server.requests) == asked  # every item was in the tick's journal
     judged = verdicts(traced_store)
     assert set(judged) == set(traced_store.ok)
-    assert all(judged[t] == Counter({"faithfulness": 1}) for t in set(judged) - written)
+    # One verdict on every trace: those written before the kill are read again before writing, not doubled.
+    assert all(names == Counter({"faithfulness": 1}) for names in judged.values()), judged
