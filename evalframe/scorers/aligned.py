@@ -1,0 +1,143 @@
+"""An aligned judge as data: a scorer YAML and its prompt files, written by `evalframe align` into a
+directory that `hydra.searchpath=[file://DIR]` takes, so `scorer=NAME_aligned` runs like any judge.
+
+    DIR/scorer/NAME_aligned.yaml      the judge's config, copied, its prompt pointing at:
+    DIR/prompts/NAME_aligned/
+        aligned.j2                    {% include "examples.j2" %} then {% include "<the judge's prompt>" %}
+        examples.j2                   the examples as text: item, people's verdict and comment
+        <the judge's prompt files>    copied from its folder (what it includes comes along)
+
+Everything is text to review in a pull request. The examples' item texts are fenced as the judged
+item is (prompts.fence), under EXAMPLE_* labels (results.alignment reads them back from recorded
+prompts), and wrapped in {% raw %}: an answer that holds `{{ ... }}` stays text, never template code.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from evalframe.errors import ConfigError
+from evalframe.results.alignment import EXAMPLE_HEADING, EXAMPLE_LABELS, Example
+from evalframe.scorers.judge import _prompt_path
+from evalframe.scorers.prompts import fence
+
+SUFFIX = "_aligned"
+ENTRY = "aligned.j2"
+EXAMPLES = "examples.j2"
+_CARRIED = ("model", "repeats")  # the run's judge settings, as every judge takes them (judge_base)
+
+
+def aligned_name(name: str) -> str:
+    return f"{name}{SUFFIX}"
+
+
+def check_alignable(name: str, spec: Mapping[str, Any]) -> None:
+    """A judge `align` can rewrite: evalframe.scorers.judge.Judge with one prompt file and an output
+    form judged in one call (choice, number, verdicts)."""
+    if spec.get("_target_") != "evalframe.scorers.judge.Judge":
+        raise ConfigError(
+            f"align: scorer {name} is not a judge written as data (_target_: evalframe.scorers.judge.Judge); "
+            "align a judge like factuality or your own (README: Your own judge, as data)"
+        )
+    kind = (spec.get("output") or {}).get("type")
+    if not isinstance(spec.get("prompt"), str) or kind not in ("choice", "number", "verdicts"):
+        raise ConfigError(
+            f"align: scorer {name} is judged in steps (output type {kind}); align takes a judge of one "
+            "prompt file with output type choice, number or verdicts"
+        )
+
+
+def verdict_words(output: Mapping[str, Any], normalized: float, human: float) -> str:
+    """People's verdict in the judge's own words: the choice whose score is nearest, or the rating."""
+    kind = output.get("type")
+    if kind == "choice":
+        choices = {str(k): float(v) for k, v in (output.get("choices") or {}).items()}
+        nearest = min(choices, key=lambda c: abs(choices[c] - normalized))
+        return f"{nearest} (score {normalized:g})"
+    if kind == "number":
+        low, high = float(output["min"]), float(output["max"])
+        return f"rating {low + normalized * (high - low):g} (on {low:g} to {high:g})"
+    return f"score {normalized:g} (people's {human:g})"
+
+
+def _raw(text: str) -> str:
+    """Literal text in a template: a {% raw %} block, split before every `{%` so that no `{% endraw %}`
+    in the text can end it."""
+    return "{% raw %}" + text.replace("{%", "{% endraw %}{{ '{%' }}{% raw %}") + "{% endraw %}"
+
+
+def examples_text(examples: Sequence[Example], output: Mapping[str, Any], note: str) -> str:
+    lines = [
+        "{#- " + note.replace("#}", "# }") + " -#}",
+        "How people on the team judged some earlier items. They know the team's rules: judge the item "
+        "below as they would.",
+        "",
+    ]
+    for number, example in enumerate(examples, 1):
+        lines.append(f"{EXAMPLE_HEADING}{number}")
+        body = []
+        for key, heading in (("input", "Input"), ("ground_truth", "Expected answer"), ("output", "Output")):
+            value = getattr(example, key)
+            if value is not None and (value != "" or key == "output"):
+                body.append(f"{heading}:\n{fence(value, EXAMPLE_LABELS[key])}")
+        body.append(f"People's verdict: {verdict_words(output, example.normalized, example.human)}")
+        if example.comment:
+            body.append(f"People's comment: {example.comment}")
+        lines += [_raw("\n".join(body)), ""]
+    lines.append("Now the item to judge.")
+    return "\n".join(lines) + "\n"
+
+
+def write(
+    out: Path,
+    name: str,
+    spec: Mapping[str, Any],
+    examples: Sequence[Example],
+    note: str,
+) -> Path:
+    """Write the aligned judge of scorer `name` (its resolved config `spec`) into `out`; returns the
+    YAML's path. Paths in the YAML are `out` as given: a relative `out` is read from the directory
+    the aligned judge runs in, as `hydra.searchpath=[file://OUT]` is."""
+    check_alignable(name, spec)
+    new = aligned_name(name)
+    original = _prompt_path(str(spec["prompt"])).resolve()
+    folder = out / "prompts" / new
+    if folder.exists():
+        shutil.rmtree(folder)  # the previous alignment's files: stale examples must not stay behind
+    shutil.copytree(original.parent, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    if (folder / ENTRY).exists() or (folder / EXAMPLES).exists():
+        raise ConfigError(
+            f"align: the prompt folder {original.parent} has a file named {ENTRY} or {EXAMPLES}"
+        )
+    (folder / EXAMPLES).write_text(examples_text(examples, spec["output"], note), encoding="utf-8")
+    (folder / ENTRY).write_text(
+        f'{{% include "{EXAMPLES}" %}}\n\n{{% include "{original.name}" %}}\n', encoding="utf-8"
+    )
+    config = {k: v for k, v in spec.items() if k not in _CARRIED and not k.startswith("_")}
+    if config.get("models") is None:
+        config.pop("models", None)  # the run's, from judge_base, unless the judge had a panel of its own
+    config["prompt"] = str(folder / ENTRY)
+    if spec.get("system"):
+        system = _prompt_path(str(spec["system"])).resolve()
+        config["system"] = str(folder / system.name) if system.parent == original.parent else str(system)
+    yaml = out / "scorer" / f"{new}.yaml"
+    yaml.parent.mkdir(parents=True, exist_ok=True)
+    yaml.write_text(_yaml(new, name, spec["_target_"], config), encoding="utf-8")
+    return yaml
+
+
+def _yaml(new: str, name: str, target: str, config: Mapping[str, Any]) -> str:
+    from omegaconf import OmegaConf
+
+    body = OmegaConf.to_yaml(OmegaConf.create({"_target_": target, **config}))
+    return (
+        f"# @package scorers.{new}\n"
+        f"# The judge {name}, aligned with people's labels by `evalframe align` (its examples in\n"
+        f"# prompts/{new}/{EXAMPLES}). Run it with: hydra.searchpath=[file://DIR] scorer={new}\n"
+        "defaults:\n"
+        "  - /judge_base@_here_   # model, models, repeats: the run's, as every judge's\n"
+        "  - _self_\n\n" + body
+    )

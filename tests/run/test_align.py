@@ -1,0 +1,219 @@
+"""`evalframe align` end to end, in process, through the scripted judge: a team rule that the judge
+applies only once a prompt states it, learnable only from people's comments."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evalframe.results import alignment
+from evalframe.results.scores import ItemResult, ScoreResult
+from evalframe.scorers import aligned
+from tests.conftest import fake_model, run_cli
+from tests.fake_judge import fenced
+from tests.scripted import ScriptedModel
+from tests.testserver import FakeRequest
+
+RULES_YAML = """\
+# @package scorers.rules
+_target_: evalframe.scorers.judge.Judge
+prompt: {prompt}
+require_ground_truth: false
+output: {{type: choice, choices: {{pass: 1.0, fail: 0.0}}}}
+model: ${{model}}
+repeats: ${{repeats}}
+"""
+
+RULES_PROMPT = """\
+Does this reply to a customer follow the team's rules?
+
+Question:
+{{ input | fence("QUESTION") }}
+
+Reply:
+{{ output | fence("REPLY") }}
+
+Reply with JSON: {"reason": "...", "choice": "pass" or "fail"}
+"""
+
+COMPETITOR = re.compile(r"People's comment: mentions the competitor \((\w+)\)")
+
+
+def team_judge(request: FakeRequest) -> dict[str, Any]:
+    """A judge that knows no team rule until a prompt states one in people's comments ("mentions the
+    competitor (Acme)"), and that copies people's verdict of an example it is shown again: a held-out
+    item leaked into the examples would score as agreement it never learned."""
+    prompt = next(m["content"] for m in request.messages if m["role"] == "user")
+    reply = fenced(request)["REPLY"]
+    for section in prompt.split(alignment.EXAMPLE_HEADING)[1:]:
+        shown = dict((label, body) for label, _, body in alignment._FENCED.findall(section))
+        if shown.get("EXAMPLE_OUTPUT") == reply:
+            verdict = "fail" if "People's verdict: fail" in section else "pass"
+            return {"reason": "I was shown this one", "choice": verdict}
+    banned = [name for name in COMPETITOR.findall(prompt) if name in reply]
+    if banned:
+        return {"reason": f"names the competitor {banned[0]}", "choice": "fail"}
+    return {"reason": "a helpful reply", "choice": "pass"}
+
+
+def labelled_items(n: int = 40) -> list[dict[str, Any]]:
+    """Half the replies name a competitor, which people fail (and say so); the rest pass."""
+    rows = []
+    for i in range(n):
+        bad = i % 2 == 0
+        output = f"Your order {i} ships on day {i % 7 + 1}." + (" Acme sells it cheaper." if bad else "")
+        rows.append(
+            {
+                "id": f"q{i:02d}",
+                "input": f"When does order {i} ship?",
+                "output": output,
+                "label": 0 if bad else 1,
+                "comment": "mentions the competitor (Acme): never do that" if bad else "clear and correct",
+            }
+        )
+    return rows
+
+
+def setup(tmp_path: Path, rows: list[dict[str, Any]]) -> list[str]:
+    conf, prompt = tmp_path / "my_conf", tmp_path / "my_prompts" / "rules.j2"
+    (conf / "scorer").mkdir(parents=True)
+    prompt.parent.mkdir()
+    prompt.write_text(RULES_PROMPT)
+    (conf / "scorer" / "rules.yaml").write_text(RULES_YAML.format(prompt=prompt))
+    data = tmp_path / "labelled.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return [
+        "--config-dir",
+        str(conf),
+        "scorer=rules",
+        "dataset=jsonl",
+        f"dataset.path={data}",
+        "dataset.human_score=label",
+        "tracking=none",
+    ]
+
+
+def test_align_lifts_held_out_agreement_and_no_held_out_item_is_an_example(
+    scripted: ScriptedModel, tmp_path: Path
+) -> None:
+    scripted.responder = team_judge
+    args = setup(tmp_path, labelled_items())
+    done = run_cli(
+        ["align", *args, *fake_model(scripted), "output_dir=al", "align.max_calls=80"], cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr + done.stdout
+    found = json.loads((tmp_path / "al" / "alignment.json").read_text())
+    held, train, examples = set(found["held_out"]), set(found["train"]), set(found["examples"])
+    assert len(held) == len(train) == 20 and not held & train and not held & examples
+    kappa = next(c for c in found["figures"]["changes"] if c["metric"] == "kappa")
+    assert kappa["before"] == pytest.approx(0.0) and kappa["after"] == pytest.approx(1.0)
+    assert kappa["interval"][0] > 0 and "better" in done.stdout
+    assert found["leaks"] == [] and found["prompts_checked"] == 20
+    assert "leak check: none of the 20 held-out items" in done.stdout
+    assert found["calls"] == 60  # 20 training items, then 20 held-out ones twice
+    # Every held-out item was judged with the examples, and by the aligned judge's own files.
+    judged = [r for r in scripted.requests if "### Example " in r.messages[-1]["content"]]
+    assert len(judged) == 20
+    written = (tmp_path / "aligned" / "prompts" / "rules_aligned" / "examples.j2").read_text()
+    assert "mentions the competitor (Acme)" in written
+
+
+def test_the_aligned_judge_runs_as_any_judge(scripted: ScriptedModel, tmp_path: Path) -> None:
+    scripted.responder = team_judge
+    args = setup(tmp_path, labelled_items())
+    done = run_cli(["align", *args, *fake_model(scripted), "output_dir=al"], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    line = next(x for x in done.stdout.splitlines() if x.startswith("run it: evalframe "))
+    command = shlex.split(line.removeprefix("run it: evalframe "))
+    assert "scorer=rules_aligned" in command
+    ran = run_cli([*command, "dataset=jsonl", f"dataset.path={tmp_path / 'labelled.jsonl'}"], cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    [results] = tmp_path.glob("outputs/*/*/results.jsonl")
+    items = [json.loads(x) for x in results.read_text().splitlines()]
+    people = {r["id"]: r["label"] for r in labelled_items()}
+    # From the written files alone: it agrees with people on every item.
+    assert {i["id"]: i["scores"]["rules_aligned"]["score"] for i in items} == people
+
+
+def test_a_held_out_item_shown_as_an_example_is_caught(tmp_path: Path) -> None:
+    """The leak check reads the rendered prompts: a held-out item written into the examples is found."""
+    from evalframe.data.rows import Row
+    from evalframe.scorers.judge import Judge
+
+    prompt = tmp_path / "p" / "rules.j2"
+    prompt.parent.mkdir()
+    prompt.write_text(RULES_PROMPT)
+    rows = labelled_items(4)
+    items = [
+        ItemResult(
+            r["id"], r["input"], None, r["output"], {"rules": ScoreResult(1.0, "pass")}, human=r["label"]
+        )
+        for r in rows
+    ]
+    leaked = alignment.labelled(items[:2], "rules", (0, 1))
+    spec: dict[str, Any] = {
+        "_target_": "evalframe.scorers.judge.Judge",
+        "prompt": str(prompt),
+        "output": {"type": "choice", "choices": {"pass": 1.0, "fail": 0.0}},
+    }
+    yaml = aligned.write(tmp_path / "out", "rules", spec, leaked, "a test")
+    judge = Judge(
+        str(yaml.parent.parent / "prompts" / "rules_aligned" / "aligned.j2"), spec["output"], {"name": "x"}
+    )
+    judge.name = "rules_aligned"
+    row = Row(rows[3]["id"], rows[3]["input"], None, rows[3]["output"], 1)
+    text = "\n".join(m["content"] for m in judge.render(row, rows[3]["output"]))
+    assert alignment.leaks([(row.id, text)], items[:2]) == [(items[0].id, row.id), (items[1].id, row.id)]
+    assert alignment.leaks([(row.id, text)], items[2:]) == []
+
+
+def test_an_examples_text_stays_text(tmp_path: Path) -> None:
+    """An answer holding template syntax, even `{% endraw %}`, is shown as it is, never run."""
+    from evalframe.data.rows import Row
+    from evalframe.scorers.judge import Judge
+
+    prompt = tmp_path / "p" / "rules.j2"
+    prompt.parent.mkdir()
+    prompt.write_text(RULES_PROMPT)
+    tricky = "{{ 7*7 }} {% endraw %}{{ row }} {%raw%} {# x #}"
+    item = ItemResult("t", "q?", None, tricky, {"rules": ScoreResult(0.0, "fail")}, human=1)
+    examples = alignment.labelled([item], "rules", (0, 1))
+    spec: dict[str, Any] = {
+        "_target_": "evalframe.scorers.judge.Judge",
+        "prompt": str(prompt),
+        "output": {"type": "number", "min": 1, "max": 5},
+    }
+    aligned.write(tmp_path / "out", "rules", spec, examples, "a test")
+    judge = Judge(
+        str(tmp_path / "out" / "prompts" / "rules_aligned" / "aligned.j2"), spec["output"], {"name": "x"}
+    )
+    judge.name = "rules_aligned"
+    text = judge.render(Row("u", "other", None, "fine", 0), "fine")[0]["content"]
+    assert tricky in text and "People's verdict: rating 5 (on 1 to 5)" in text
+    assert alignment.shown_examples(text) == [("q?", "", tricky)]
+
+
+@pytest.mark.parametrize(
+    ("rows", "extra", "said"),
+    [
+        (labelled_items(8), [], "at least 10 items people labelled"),
+        ([{**r, "label": 1} for r in labelled_items()], [], "every labelled item has the label 1"),
+        ([{**r, "label": 3 if r["id"] == "q03" else r["label"]} for r in labelled_items()], [], "item q03"),
+        (labelled_items(), ["align.holdout=0.1"], "too few for an interval"),
+        (labelled_items(), ["align.max_calls=59"], "align.max_calls=59: aligning asks for 60 judge calls"),
+        (labelled_items(), ["align.method=guess"], "align.method=guess"),
+    ],
+)
+def test_what_align_refuses_before_any_call(
+    scripted: ScriptedModel, tmp_path: Path, rows: list[dict[str, Any]], extra: list[str], said: str
+) -> None:
+    args = setup(tmp_path, rows)
+    done = run_cli(["align", *args, *fake_model(scripted), *extra], cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert said in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert scripted.requests == []
