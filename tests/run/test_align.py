@@ -217,3 +217,30 @@ def test_what_align_refuses_before_any_call(
     assert done.returncode == 2, done.stderr
     assert said in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert scripted.requests == []
+
+
+@pytest.mark.slow
+def test_align_run_id_reads_a_logged_runs_labelled_items(scripted: ScriptedModel, tmp_path: Path) -> None:
+    """`align run_id=ID`: the items, people's labels and comments of a run logged to MLflow (about 4 s:
+    MLflow's first store in the process)."""
+    from tests.cli.test_rescore import mlflow_runs
+
+    scripted.responder = team_judge
+    args = [a for a in setup(tmp_path, labelled_items()) if a != "tracking=none"]
+    first = run_cli([*args, *fake_model(scripted), "tracking.traces=false"], tmp_path)
+    assert first.returncode == 0, first.stderr
+    [logged] = mlflow_runs(tmp_path)
+    config_dir = args[: args.index("scorer=rules") + 1]  # --config-dir DIR scorer=rules
+    done = run_cli(
+        ["align", f"run_id={logged.info.run_id}", *config_dir, *fake_model(scripted), "output_dir=al"],
+        tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    found = json.loads((tmp_path / "al" / "alignment.json").read_text())
+    assert len(found["held_out"]) == 20 and found["leaks"] == []
+    kappa = next(c for c in found["figures"]["changes"] if c["metric"] == "kappa")
+    assert (kappa["before"], kappa["after"]) == (pytest.approx(0.0), pytest.approx(1.0))
+    assert (
+        "mentions the competitor (Acme)"
+        in (tmp_path / "aligned/prompts/rules_aligned/examples.j2").read_text()
+    )
