@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from evalframe.results import agreement
-from evalframe.results.intervals import NONE, Interval, bootstrap
+from evalframe.results.intervals import NONE, Interval
 from evalframe.results.scores import ItemResult
 
 # The agreement figures the held-out table shows, each with a change between the two judges.
@@ -161,19 +161,13 @@ def held_out(
     old, new, human = ([r[i] for r in rows] for i in range(3))
     old_figures = agreement.agreement(old, human, human_range, threshold)
     new_figures = agreement.agreement(new, human, human_range, threshold)
-    old_intervals = agreement.intervals(old, human, human_range, threshold)
-    new_intervals = agreement.intervals(new, human, human_range, threshold)
+    old_intervals = agreement.intervals(old, human, human_range, threshold, keys=SHOWN)
+    new_intervals = agreement.intervals(new, human, human_range, threshold, keys=SHOWN)
     changes = []
     for metric in SHOWN:
-
-        def difference(
-            b: Sequence[float], a: Sequence[float], h: Sequence[float], key: str = metric
-        ) -> float:
-            return agreement.one(key, a, h, human_range, threshold) - agreement.one(
-                key, b, h, human_range, threshold
-            )
-
-        interval = bootstrap(difference, old, new, human)[0] if len(rows) > 1 else NONE
+        interval = (
+            agreement.change(metric, old, new, human, human_range, threshold) if len(rows) > 1 else NONE
+        )
         b, a = old_figures.get(metric, math.nan), new_figures.get(metric, math.nan)
         changes.append(
             Change(
