@@ -14,10 +14,10 @@ import pytest
 from evalframe.results import alignment
 from evalframe.results.scores import ItemResult, ScoreResult
 from evalframe.scorers import aligned
-from tests.conftest import fake_model, run_cli
+from tests.conftest import fake_model, run_cli, run_process
 from tests.fake_judge import fenced
 from tests.scripted import ScriptedModel
-from tests.testserver import FakeRequest
+from tests.testserver import FakeLLMServer, FakeRequest
 
 RULES_YAML = """\
 # @package scorers.rules
@@ -244,3 +244,22 @@ def test_align_run_id_reads_a_logged_runs_labelled_items(scripted: ScriptedModel
         "mentions the competitor (Acme)"
         in (tmp_path / "aligned/prompts/rules_aligned/examples.j2").read_text()
     )
+
+
+@pytest.mark.slow
+def test_the_aligned_judge_runs_from_its_files_in_a_new_process(
+    judge_server: FakeLLMServer, tmp_path: Path
+) -> None:
+    """The written files are all it takes: `python -m evalframe` with the line align printed."""
+    judge_server.responder = team_judge
+    args = setup(tmp_path, labelled_items())
+    done = run_cli(["align", *args, *fake_model(judge_server), "output_dir=al"], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    line = next(x for x in done.stdout.splitlines() if x.startswith("run it: evalframe "))
+    command = shlex.split(line.removeprefix("run it: evalframe "))
+    data = ["dataset=jsonl", f"dataset.path={tmp_path / 'labelled.jsonl'}"]
+    ran = run_process([*command, *data], tmp_path, env={"OPENAI_API_KEY": "sk-x"})
+    assert ran.returncode == 0, ran.stderr
+    [results] = tmp_path.glob("outputs/*/*/results.jsonl")
+    scores = {i["id"]: i["scores"]["rules_aligned"]["score"] for i in map(json.loads, results.open())}
+    assert scores == {r["id"]: r["label"] for r in labelled_items()}
