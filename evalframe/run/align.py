@@ -30,11 +30,11 @@ from evalframe.report import console as report
 from evalframe.results import alignment
 from evalframe.results.run_result import RunResult
 from evalframe.results.summary import fmt, fmt_cost, fmt_interval
-from evalframe.run import modes, pipeline, planning
+from evalframe.run import guidelines, modes, pipeline, planning
 from evalframe.scorers import aligned
 from evalframe.scorers.base import JudgeScorer
 
-METHODS = ("examples",)
+METHODS = ("examples", "guidelines", "both")
 MIN_LABELLED = 10  # fewer labelled items say nothing a held-out interval could hold
 MIN_HELD_OUT = 5  # below it the held-out figures' intervals span nearly everything
 
@@ -51,6 +51,7 @@ class Settings:
     out: Path = Path("aligned")
     max_calls: int | None = None
     comment: str = "comment"  # the dataset column holding people's comments, when it has one
+    rules: int = 3  # most rules the judge's model writes (guidelines, both), each tried on the training part
 
 
 @dataclass
@@ -68,6 +69,7 @@ class Aligned:
     calls: int = 0
     cost: float = 0.0
     runs: dict[str, str] = field(default_factory=dict)
+    rules: list[guidelines.Trial] = field(default_factory=list)  # each rule written, tried and kept or not
 
 
 def _config(overrides: Sequence[str]) -> dict[str, Any]:
@@ -121,15 +123,19 @@ def _split(rows: list[Row], settings: Settings) -> tuple[list[Row], list[Row]]:
     return train, held_out
 
 
-def _budget(judge: JudgeScorer, train: int, held: int, cap: int | None) -> int:
-    """The judgments align asks for, refused up front over align.max_calls: the training part once, the
-    held-out part twice (the judge as it was, then aligned), each once per judge and repeat."""
+def _budget(judge: JudgeScorer, train: int, held: int, settings: Settings) -> int:
+    """The judge calls align makes, refused up front over align.max_calls: the training part once, the
+    held-out part twice (the judge as it was, then aligned), each once per judge and repeat; with
+    guidelines one call to write them and the training part once per rule tried."""
     per_item = len(judge.panel.judges) * judge.panel.repeats
-    count = per_item * (train + 2 * held)
-    if cap is not None and count > cap:
+    rules = settings.rules if settings.method in ("guidelines", "both") else 0
+    count = per_item * (train * (1 + rules) + 2 * held) + (1 if rules else 0)
+    if settings.max_calls is not None and count > settings.max_calls:
+        tried = f" + {rules} rules tried x {train} training items + 1 to write them" if rules else ""
         raise ConfigError(
-            f"align.max_calls={cap}: aligning asks for {count} judge calls ({train} training items + 2 x "
-            f"{held} held-out items, x {per_item} per item); raise align.max_calls or use fewer items"
+            f"align.max_calls={settings.max_calls}: aligning asks for {count} judge calls ({train} training "
+            f"items + 2 x {held} held-out items{tried}, x {per_item} per item); raise align.max_calls or "
+            "use fewer items"
         )
     return count
 
@@ -172,30 +178,30 @@ def align(overrides: Sequence[str], settings: Settings, directory: Path) -> Alig
     config = _config(overrides)
     rows, judge = _labelled(config, settings)
     train, held = _split(rows, settings)
-    _budget(judge, len(train), len(held), settings.max_calls)
+    _budget(judge, len(train), len(held), settings)
     human_range = config["dataset"].get("human_range") or (0, 1)
     threshold = float(config.get("agreement_threshold", 0.5))
     trained = _run(config, train, directory / "train")
-    candidates = alignment.labelled(trained.items, settings.scorer, human_range, settings.comment)
-    examples = alignment.select(candidates, settings.k, settings.seed)
+    taught = _teach(config, overrides, settings, trained, train, directory)
     note = (
-        f"{len(examples)} examples chosen by evalframe align from {len(train)} training items "
-        f"(align.holdout={settings.holdout}, align.seed={settings.seed}): review them as text"
+        f"written by evalframe align from {len(train)} training items (align.method={settings.method}, "
+        f"align.holdout={settings.holdout}, align.seed={settings.seed}): review it as text"
     )
-    yaml = aligned.write(settings.out, settings.scorer, config["scorers"][settings.scorer], examples, note)
+    spec = config["scorers"][settings.scorer]
+    yaml = aligned.write(settings.out, settings.scorer, spec, taught.examples, note, taught.rules)
     before = _run(config, held, directory / "before")
     new = aligned.aligned_name(settings.scorer)
     after = _run(
         _config(aligned_overrides(overrides, settings.scorer, settings.out)), held, directory / "after"
     )
     prompts = _prompts(after, new)
-    results = (trained, before, after)
+    results = [trained, *taught.results, before, after]
     return Aligned(
         settings.scorer,
         yaml,
         [r.id for r in train],
         [r.id for r in held],
-        [e.id for e in examples],
+        [e.id for e in taught.examples],
         alignment.held_out(before.items, after.items, settings.scorer, new, human_range, threshold),
         alignment.leaks(prompts, before.items),
         len(prompts),
@@ -206,7 +212,49 @@ def align(overrides: Sequence[str], settings: Settings, directory: Path) -> Alig
             "before": str(directory / "before"),
             "after": str(directory / "after"),
         },
+        taught.trials,
     )
+
+
+@dataclass
+class Taught:
+    """What the training part taught: examples, rules (and every rule's trial), and the runs it took."""
+
+    examples: list[alignment.Example] = field(default_factory=list)
+    rules: list[str] = field(default_factory=list)
+    trials: list[guidelines.Trial] = field(default_factory=list)
+    results: list[RunResult] = field(default_factory=list)
+
+
+def _teach(
+    config: dict[str, Any],
+    overrides: Sequence[str],
+    settings: Settings,
+    trained: RunResult,
+    train: list[Row],
+    directory: Path,
+) -> Taught:
+    """The examples (align.method=examples, both) and the rules kept (guidelines, both)."""
+    human_range = config["dataset"].get("human_range") or (0, 1)
+    threshold = float(config.get("agreement_threshold", 0.5))
+    candidates = alignment.labelled(trained.items, settings.scorer, human_range, settings.comment)
+    taught = Taught()
+    if settings.method in ("examples", "both"):
+        taught.examples = alignment.select(candidates, settings.k, settings.seed)
+    if settings.method in ("guidelines", "both"):
+        rules, written = guidelines.write(config, candidates, settings.rules, directory / "guidelines")
+        baseline = guidelines.figures(trained, settings.scorer, human_range, threshold)
+
+        def score(out: Path, run_dir: Path) -> RunResult:
+            return _run(_config(aligned_overrides(overrides, settings.scorer, out)), train, run_dir)
+
+        spec = config["scorers"][settings.scorer]
+        taught.trials, runs = guidelines.tried(
+            rules, baseline, spec, settings.scorer, score, directory, human_range, threshold
+        )
+        taught.rules = [t.rule for t in taught.trials if t.kept]
+        taught.results = [written, *runs]
+    return taught
 
 
 def show(found: Aligned, overrides: Sequence[str], out: Path) -> int:
@@ -234,6 +282,12 @@ def show(found: Aligned, overrides: Sequence[str], out: Path) -> int:
         f"split: {len(found.train)} training items, {len(found.held_out)} held out; "
         f"{len(found.examples)} examples from the training part: {', '.join(found.examples)}"
     )
+    for trial in found.rules:
+        said = "kept" if trial.kept else "dropped"
+        print(
+            f"rule {said} (alone on the training part: kappa {fmt(trial.kappa)}, "
+            f"accuracy {fmt(trial.accuracy)}): {trial.rule}"
+        )
     cost = fmt_cost(found.cost) if not math.isnan(found.cost) else "unknown"
     print(f"judge calls: {found.calls} (cost {cost})")
     if found.leaks:

@@ -3,7 +3,8 @@ directory that `hydra.searchpath=[file://DIR]` takes, so `scorer=NAME_aligned` r
 
     DIR/scorer/NAME_aligned.yaml      the judge's config, copied, its prompt pointing at:
     DIR/prompts/NAME_aligned/
-        aligned.j2                    {% include "examples.j2" %} then {% include "<the judge's prompt>" %}
+        aligned.j2                    includes guidelines.j2, examples.j2, then the judge's own prompt
+        guidelines.j2                 the rules learnt from people (align.method=guidelines or both)
         examples.j2                   the examples as text: item, people's verdict and comment
         <the judge's prompt files>    copied from its folder (what it includes comes along)
 
@@ -27,6 +28,7 @@ from evalframe.scorers.prompts import fence
 SUFFIX = "_aligned"
 ENTRY = "aligned.j2"
 EXAMPLES = "examples.j2"
+GUIDELINES = "guidelines.j2"
 _CARRIED = ("model", "repeats")  # the run's judge settings, as every judge takes them (judge_base)
 
 
@@ -69,9 +71,20 @@ def _raw(text: str) -> str:
     return "{% raw %}" + text.replace("{%", "{% endraw %}{{ '{%' }}{% raw %}") + "{% endraw %}"
 
 
+def _note(note: str) -> str:
+    return "{#- " + note.replace("#}", "# }") + " -#}"
+
+
+def guidelines_text(rules: Sequence[str], note: str) -> str:
+    lines = [_note(note), "The team's rules, learnt from people's verdicts: apply them as written."]
+    return "\n".join([*lines, _raw("\n".join(f"- {rule}" for rule in rules)), ""]) + "\n"
+
+
 def examples_text(examples: Sequence[Example], output: Mapping[str, Any], note: str) -> str:
+    if not examples:
+        return _note(note) + "\n"
     lines = [
-        "{#- " + note.replace("#}", "# }") + " -#}",
+        _note(note),
         "How people on the team judged some earlier items. They know the team's rules: judge the item "
         "below as they would.",
         "",
@@ -97,6 +110,7 @@ def write(
     spec: Mapping[str, Any],
     examples: Sequence[Example],
     note: str,
+    guidelines: Sequence[str] = (),
 ) -> Path:
     """Write the aligned judge of scorer `name` (its resolved config `spec`) into `out`; returns the
     YAML's path. Paths in the YAML are `out` as given: a relative `out` is read from the directory
@@ -108,14 +122,18 @@ def write(
     if folder.exists():
         shutil.rmtree(folder)  # the previous alignment's files: stale examples must not stay behind
     shutil.copytree(original.parent, folder, ignore=shutil.ignore_patterns("__pycache__"))
-    if (folder / ENTRY).exists() or (folder / EXAMPLES).exists():
+    if any((folder / f).exists() for f in (ENTRY, EXAMPLES, GUIDELINES)):
         raise ConfigError(
-            f"align: the prompt folder {original.parent} has a file named {ENTRY} or {EXAMPLES}"
+            f"align: the prompt folder {original.parent} has a file named {ENTRY}, {EXAMPLES} or {GUIDELINES}"
         )
-    (folder / EXAMPLES).write_text(examples_text(examples, spec["output"], note), encoding="utf-8")
-    (folder / ENTRY).write_text(
-        f'{{% include "{EXAMPLES}" %}}\n\n{{% include "{original.name}" %}}\n', encoding="utf-8"
-    )
+    includes = [GUIDELINES] if guidelines else []
+    if guidelines:
+        (folder / GUIDELINES).write_text(guidelines_text(guidelines, note), encoding="utf-8")
+    if examples or not guidelines:
+        (folder / EXAMPLES).write_text(examples_text(examples, spec["output"], note), encoding="utf-8")
+        includes.append(EXAMPLES)
+    entry = "\n\n".join(f'{{% include "{f}" %}}' for f in [*includes, original.name])
+    (folder / ENTRY).write_text(entry + "\n", encoding="utf-8")
     config = {k: v for k, v in spec.items() if k not in _CARRIED and not k.startswith("_")}
     if config.get("models") is None:
         config.pop("models", None)  # the run's, from judge_base, unless the judge had a panel of its own
@@ -135,8 +153,8 @@ def _yaml(new: str, name: str, target: str, config: Mapping[str, Any]) -> str:
     body = OmegaConf.to_yaml(OmegaConf.create({"_target_": target, **config}))
     return (
         f"# @package scorers.{new}\n"
-        f"# The judge {name}, aligned with people's labels by `evalframe align` (its examples in\n"
-        f"# prompts/{new}/{EXAMPLES}). Run it with: hydra.searchpath=[file://DIR] scorer={new}\n"
+        f"# The judge {name}, aligned with people's labels by `evalframe align` (what it learnt is in\n"
+        f"# prompts/{new}/). Run it with: hydra.searchpath=[file://DIR] scorer={new}\n"
         "defaults:\n"
         "  - /judge_base@_here_   # model, models, repeats: the run's, as every judge's\n"
         "  - _self_\n\n" + body

@@ -41,13 +41,26 @@ Reply:
 Reply with JSON: {"reason": "...", "choice": "pass" or "fail"}
 """
 
-COMPETITOR = re.compile(r"People's comment: mentions the competitor \((\w+)\)")
+COMPETITOR = re.compile(r"competitor \((\w+)\)")  # in people's comments, or a rule written from them
+DAYS = "A reply that states a day fails."  # a rule the comments do not support: it fails every reply
+
+
+def guideline_writer(request: FakeRequest) -> dict[str, Any]:
+    """The judge's model writing rules from the disagreements it is shown: one from people's comments
+    (twice, in other words), and one that no comment supports."""
+    prompt = request.messages[-1]["content"]
+    named = sorted(set(COMPETITOR.findall(prompt)))
+    rules = [f"A reply that names the competitor ({n}) fails." for n in named]
+    rules += [f"a reply that names the competitor ({n}) fails" for n in named]
+    return {"reason": "from the comments", "rules": [DAYS, *rules]}
 
 
 def team_judge(request: FakeRequest) -> dict[str, Any]:
     """A judge that knows no team rule until a prompt states one in people's comments ("mentions the
     competitor (Acme)"), and that copies people's verdict of an example it is shown again: a held-out
     item leaked into the examples would score as agreement it never learned."""
+    if "rules" in (request.schema or {}).get("properties", {}):
+        return guideline_writer(request)
     prompt = next(m["content"] for m in request.messages if m["role"] == "user")
     reply = fenced(request)["REPLY"]
     for section in prompt.split(alignment.EXAMPLE_HEADING)[1:]:
@@ -58,6 +71,8 @@ def team_judge(request: FakeRequest) -> dict[str, Any]:
     banned = [name for name in COMPETITOR.findall(prompt) if name in reply]
     if banned:
         return {"reason": f"names the competitor {banned[0]}", "choice": "fail"}
+    if DAYS in prompt and "day" in reply:
+        return {"reason": "states a day", "choice": "fail"}
     return {"reason": "a helpful reply", "choice": "pass"}
 
 
@@ -263,3 +278,28 @@ def test_the_aligned_judge_runs_from_its_files_in_a_new_process(
     [results] = tmp_path.glob("outputs/*/*/results.jsonl")
     scores = {i["id"]: i["scores"]["rules_aligned"]["score"] for i in map(json.loads, results.open())}
     assert scores == {r["id"]: r["label"] for r in labelled_items()}
+
+
+@pytest.mark.parametrize("method", ["guidelines", "both"])
+def test_guidelines_are_kept_only_when_they_help_on_the_training_part(
+    scripted: ScriptedModel, tmp_path: Path, method: str
+) -> None:
+    scripted.responder = team_judge
+    args = setup(tmp_path, labelled_items())
+    extra = [f"align.method={method}", "align.rules=3", "align.max_calls=121"]  # 20 + 3 x 20 + 1 + 2 x 20
+    done = run_cli(["align", *args, *fake_model(scripted), "output_dir=al", *extra], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr + done.stdout
+    found = json.loads((tmp_path / "al" / "alignment.json").read_text())
+    # The writer's duplicate is one rule; the unsupported one fails every reply and is dropped.
+    assert [(r["rule"], r["kept"]) for r in found["rules"]] == [
+        (DAYS, False),
+        ("A reply that names the competitor (Acme) fails.", True),
+    ]
+    assert found["calls"] == 20 + 1 + 2 * 20 + 2 * 20  # two rules tried, not the three budgeted
+    folder = tmp_path / "aligned" / "prompts" / "rules_aligned"
+    written = (folder / "guidelines.j2").read_text()
+    assert "names the competitor (Acme) fails" in written and DAYS not in written
+    assert (folder / "examples.j2").exists() == (method == "both")
+    kappa = next(c for c in found["figures"]["changes"] if c["metric"] == "kappa")
+    assert (kappa["before"], kappa["after"]) == (pytest.approx(0.0), pytest.approx(1.0))
+    assert found["leaks"] == [] and "rule dropped" in done.stdout and "rule kept" in done.stdout
