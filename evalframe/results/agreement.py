@@ -80,7 +80,7 @@ def intervals(
     human_range: Sequence[float] = (0.0, 1.0),
     threshold: float = 0.5,
     resamples: int = SLOW_RESAMPLES,
-    keys: Sequence[str] = tuple(k for k in METRICS if k != "n"),
+    keys: Sequence[str] = METRICS[1:],
 ) -> dict[str, Interval]:
     """The 95% interval of every agreement metric (but n), or of `keys`, resampling the items both
     scored."""
