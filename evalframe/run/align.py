@@ -30,7 +30,7 @@ from evalframe.report import console as report
 from evalframe.results import alignment
 from evalframe.results.run_result import RunResult
 from evalframe.results.summary import fmt, fmt_cost, fmt_interval
-from evalframe.run import guidelines, modes, pipeline, planning
+from evalframe.run import guidelines, modes, pipeline, planning, sources
 from evalframe.scorers import aligned
 from evalframe.scorers.base import JudgeScorer
 
@@ -87,6 +87,11 @@ def _labelled(config: dict[str, Any], settings: Settings) -> tuple[list[Row], Ju
             f"align takes one judge: scorer={settings.scorer} (got {sorted(config['scorers'])})"
         )
     aligned.check_alignable(settings.scorer, spec)
+    if sources.trace_backed(config["dataset"]):  # the lifecycle skips traces already judged: not here
+        raise ConfigError(
+            "align reads people's labels from a dataset file or a logged run: for traces, align the run "
+            "that judged them (run_id=RUN_ID), whose items carry the traces' human scores"
+        )
     p = planning.plan(config)
     judge = p.scorers[settings.scorer]
     assert isinstance(judge, JudgeScorer)  # check_alignable: a Judge

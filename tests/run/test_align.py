@@ -222,6 +222,7 @@ def test_an_examples_text_stays_text(tmp_path: Path) -> None:
         (labelled_items(), ["align.holdout=0.1"], "too few for an interval"),
         (labelled_items(), ["align.max_calls=59"], "align.max_calls=59: aligning asks for 60 judge calls"),
         (labelled_items(), ["align.method=guess"], "align.method=guess"),
+        (labelled_items(), ["dataset=mlflow_traces"], "for traces, align the run that judged them"),
     ],
 )
 def test_what_align_refuses_before_any_call(
@@ -303,3 +304,8 @@ def test_guidelines_are_kept_only_when_they_help_on_the_training_part(
     kappa = next(c for c in found["figures"]["changes"] if c["metric"] == "kappa")
     assert (kappa["before"], kappa["after"]) == (pytest.approx(0.0), pytest.approx(1.0))
     assert found["leaks"] == [] and "rule dropped" in done.stdout and "rule kept" in done.stdout
+    # The writer read training items only: no held-out reply is in its prompt.
+    [writer] = [r for r in scripted.requests if "rules" in (r.schema or {}).get("properties", {})]
+    outputs = {r["id"]: r["output"] for r in labelled_items()}
+    assert "Acme" in writer.messages[-1]["content"]
+    assert [i for i in found["held_out"] if outputs[i] in writer.messages[-1]["content"]] == []
