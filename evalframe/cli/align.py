@@ -17,7 +17,7 @@ from evalframe.run import align
 USAGE = (
     "usage: evalframe align scorer=NAME (run_id=RUN_ID | dataset=... dataset.human_score=COLUMN) "
     "[align.holdout=0.5] [align.seed=0]\n"
-    "       [align.method=examples|guidelines|both] [align.k=4] [align.rules=3] [align.out=aligned] "
+    "       [align.method=examples|guidelines|both] [align.k=4] [align.rules=2] [align.out=aligned] "
     "[align.max_calls=N] [align.comment=COLUMN] [output_dir=DIR] [OVERRIDES]\n"
     "  teaches the judge NAME from people's labels (examples from a training part of the items), writes it\n"
     "  as data to align.out (scorer=NAME_aligned with hydra.searchpath=[file://OUT]) and compares both\n"

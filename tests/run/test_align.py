@@ -309,3 +309,17 @@ def test_guidelines_are_kept_only_when_they_help_on_the_training_part(
     outputs = {r["id"]: r["output"] for r in labelled_items()}
     assert "Acme" in writer.messages[-1]["content"]
     assert [i for i in found["held_out"] if outputs[i] in writer.messages[-1]["content"]] == []
+
+
+def test_fifty_items_align_within_150_judge_calls(scripted: ScriptedModel, tmp_path: Path) -> None:
+    """Guidelines and examples at their defaults, 50 labelled items: at most 150 judge calls."""
+    scripted.responder = team_judge
+    args = setup(tmp_path, labelled_items(50))
+    extra = ["align.method=both", "align.max_calls=150", "output_dir=al"]
+    done = run_cli(["align", *args, *fake_model(scripted), *extra], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    found = json.loads((tmp_path / "al" / "alignment.json").read_text())
+    assert found["calls"] == len(scripted.requests) == 25 + 1 + 2 * 25 + 2 * 25
+    assert next(c for c in found["figures"]["changes"] if c["metric"] == "kappa")["after"] == pytest.approx(
+        1.0
+    )
