@@ -17,11 +17,12 @@ from evalframe.run import align
 USAGE = (
     "usage: evalframe align scorer=NAME (run_id=RUN_ID | dataset=... dataset.human_score=COLUMN) "
     "[align.holdout=0.5] [align.seed=0]\n"
-    "       [align.method=examples|guidelines|both] [align.k=4] [align.rules=2] [align.out=aligned] "
-    "[align.max_calls=N] [align.comment=COLUMN] [output_dir=DIR] [OVERRIDES]\n"
-    "  teaches the judge NAME from people's labels (examples from a training part of the items), writes it\n"
-    "  as data to align.out (scorer=NAME_aligned with hydra.searchpath=[file://OUT]) and compares both\n"
-    "  judges' agreement with people on the held-out part"
+    "       [align.method=examples|guidelines|both] [align.k=4] [align.retrieve=K] [align.embedding=MODEL]\n"
+    "       [align.rules=2] [align.out=aligned] [align.max_calls=N] [align.comment=COLUMN] [output_dir=DIR] "
+    "[OVERRIDES]\n"
+    "  teaches the judge NAME from people's labels (examples, rules, from a training part of the items),\n"
+    "  writes it as data to align.out (scorer=NAME_aligned with hydra.searchpath=[file://OUT]) and compares\n"
+    "  both judges' agreement with people on the held-out part"
 )
 _TYPES = {
     "holdout": float,
@@ -32,6 +33,8 @@ _TYPES = {
     "max_calls": int,
     "comment": str,
     "rules": int,
+    "retrieve": int,
+    "embedding": str,
 }
 
 

@@ -54,6 +54,10 @@ class Settings:
     # Most rules the judge's model writes (guidelines, both), each tried on the training part: 2 keeps 50
     # items within 150 calls (25 training + 1 + 2 x 25 trials + 2 x 25 held out)
     rules: int = 2
+    retrieve: int | None = (
+        None  # examples per judged item, the nearest by embedding (else align.k fixed ones)
+    )
+    embedding: str = "local/all-MiniLM-L6-v2"  # the embedding model align.retrieve compares items with
 
 
 @dataclass
@@ -180,8 +184,10 @@ def align(overrides: Sequence[str], settings: Settings, directory: Path) -> Alig
     """Align the judge `settings.scorer` of the config `overrides` compose; the runs go in `directory`."""
     if settings.method not in METHODS:
         raise ConfigError(f"align.method={settings.method}: the methods are {', '.join(METHODS)}")
-    if settings.k < 1:
-        raise ConfigError(f"align.k={settings.k}: show the judge at least one example")
+    if settings.k < 1 or (settings.retrieve is not None and settings.retrieve < 1):
+        raise ConfigError("align.k and align.retrieve: show the judge at least one example")
+    if settings.retrieve and settings.method == "guidelines":
+        raise ConfigError("align.retrieve picks examples: use it with align.method=examples or both")
     config = _config(overrides)
     rows, judge = _labelled(config, settings)
     train, held = _split(rows, settings)
@@ -195,7 +201,8 @@ def align(overrides: Sequence[str], settings: Settings, directory: Path) -> Alig
         f"align.holdout={settings.holdout}, align.seed={settings.seed}): review it as text"
     )
     spec = config["scorers"][settings.scorer]
-    yaml = aligned.write(settings.out, settings.scorer, spec, taught.examples, note, taught.rules)
+    fixed = [] if taught.retrieved else taught.examples
+    yaml = aligned.write(settings.out, settings.scorer, spec, fixed, note, taught.rules, taught.retrieved)
     before = _run(config, held, directory / "before")
     new = aligned.aligned_name(settings.scorer)
     after = _run(
@@ -228,6 +235,7 @@ class Taught:
     """What the training part taught: examples, rules (and every rule's trial), and the runs it took."""
 
     examples: list[alignment.Example] = field(default_factory=list)
+    retrieved: aligned.Retrieved | None = None
     rules: list[str] = field(default_factory=list)
     trials: list[guidelines.Trial] = field(default_factory=list)
     results: list[RunResult] = field(default_factory=list)
@@ -246,7 +254,10 @@ def _teach(
     threshold = float(config.get("agreement_threshold", 0.5))
     candidates = alignment.labelled(trained.items, settings.scorer, human_range, settings.comment)
     taught = Taught()
-    if settings.method in ("examples", "both"):
+    if settings.method in ("examples", "both") and settings.retrieve:
+        taught.retrieved = aligned.Retrieved(candidates, settings.retrieve, settings.embedding)
+        taught.examples = list(candidates)  # every one may be shown: the training part's labelled items
+    elif settings.method in ("examples", "both"):
         taught.examples = alignment.select(candidates, settings.k, settings.seed)
     if settings.method in ("guidelines", "both"):
         rules, written = guidelines.write(config, candidates, settings.rules, directory / "guidelines")

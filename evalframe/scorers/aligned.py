@@ -15,8 +15,10 @@ prompts), and wrapped in {% raw %}: an answer that holds `{{ ... }}` stays text,
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,7 @@ SUFFIX = "_aligned"
 ENTRY = "aligned.j2"
 EXAMPLES = "examples.j2"
 GUIDELINES = "guidelines.j2"
+POOL = "examples.jsonl"  # the labelled items examples are retrieved from (align.retrieve)
 _CARRIED = ("model", "repeats")  # the run's judge settings, as every judge takes them (judge_base)
 
 
@@ -104,6 +107,55 @@ def examples_text(examples: Sequence[Example], output: Mapping[str, Any], note: 
     return "\n".join(lines) + "\n"
 
 
+@dataclass(frozen=True)
+class Retrieved:
+    """Examples retrieved per judged item (align.retrieve=K) from `pool` by the embedding model."""
+
+    pool: Sequence[Example]
+    k: int
+    embedding: str = "local/all-MiniLM-L6-v2"
+
+
+# The examples.j2 of retrieved examples: the judged item's nearest, given as `examples` (scorers.retrieval)
+RETRIEVED_TEMPLATE = """{% if examples %}How people on the team judged the earlier items most like this one.
+They know the team's rules: judge the item below as they would.
+{% for e in examples %}
+HEADING{{ loop.index }}
+{% if e.input %}Input:
+{{ e.input | fence("INPUT_LABEL") }}
+{% endif %}{% if e.ground_truth %}Expected answer:
+{{ e.ground_truth | fence("TRUTH_LABEL") }}
+{% endif %}Output:
+{{ e.output | fence("OUTPUT_LABEL") }}
+People's verdict: {{ e.verdict }}
+{% if e.comment %}People's comment: {{ e.comment }}
+{% endif %}{% endfor %}
+Now the item to judge.
+{% endif %}"""
+
+
+def _retrieved(folder: Path, retrieved: Retrieved, output: Mapping[str, Any], note: str) -> dict[str, Any]:
+    """examples.jsonl (the pool) and the examples.j2 that shows an item's nearest; the YAML's option."""
+    pool = folder / POOL
+    lines = [
+        {
+            "id": e.id,
+            "input": e.input,
+            "ground_truth": e.ground_truth,
+            "output": e.output,
+            "verdict": verdict_words(output, e.normalized, e.human),
+            "comment": e.comment,
+        }
+        for e in retrieved.pool
+    ]
+    pool.write_text("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines), encoding="utf-8")
+    template = RETRIEVED_TEMPLATE.replace("HEADING", EXAMPLE_HEADING)
+    for key, label in (("INPUT", "input"), ("TRUTH", "ground_truth"), ("OUTPUT", "output")):
+        template = template.replace(f"{key}_LABEL", EXAMPLE_LABELS[label])
+    (folder / EXAMPLES).write_text(_note(note) + "\n" + template, encoding="utf-8")
+    return {"file": str(pool), "retrieve": retrieved.k, "embedding": {"name": retrieved.embedding}}
+
+
 def write(
     out: Path,
     name: str,
@@ -111,6 +163,7 @@ def write(
     examples: Sequence[Example],
     note: str,
     guidelines: Sequence[str] = (),
+    retrieved: Retrieved | None = None,
 ) -> Path:
     """Write the aligned judge of scorer `name` (its resolved config `spec`) into `out`; returns the
     YAML's path. Paths in the YAML are `out` as given: a relative `out` is read from the directory
@@ -122,14 +175,18 @@ def write(
     if folder.exists():
         shutil.rmtree(folder)  # the previous alignment's files: stale examples must not stay behind
     shutil.copytree(original.parent, folder, ignore=shutil.ignore_patterns("__pycache__"))
-    if any((folder / f).exists() for f in (ENTRY, EXAMPLES, GUIDELINES)):
+    if any((folder / f).exists() for f in (ENTRY, EXAMPLES, GUIDELINES, POOL)):
         raise ConfigError(
             f"align: the prompt folder {original.parent} has a file named {ENTRY}, {EXAMPLES} or {GUIDELINES}"
         )
     includes = [GUIDELINES] if guidelines else []
     if guidelines:
         (folder / GUIDELINES).write_text(guidelines_text(guidelines, note), encoding="utf-8")
-    if examples or not guidelines:
+    option = None
+    if retrieved is not None:
+        option = _retrieved(folder, retrieved, spec["output"], note)
+        includes.append(EXAMPLES)
+    elif examples or not guidelines:
         (folder / EXAMPLES).write_text(examples_text(examples, spec["output"], note), encoding="utf-8")
         includes.append(EXAMPLES)
     entry = "\n\n".join(f'{{% include "{f}" %}}' for f in [*includes, original.name])
@@ -138,6 +195,8 @@ def write(
     if config.get("models") is None:
         config.pop("models", None)  # the run's, from judge_base, unless the judge had a panel of its own
     config["prompt"] = str(folder / ENTRY)
+    if option is not None:
+        config["examples"] = option
     if spec.get("system"):
         system = _prompt_path(str(spec["system"])).resolve()
         config["system"] = str(folder / system.name) if system.parent == original.parent else str(system)

@@ -323,3 +323,47 @@ def test_fifty_items_align_within_150_judge_calls(scripted: ScriptedModel, tmp_p
     assert next(c for c in found["figures"]["changes"] if c["metric"] == "kappa")["after"] == pytest.approx(
         1.0
     )
+
+
+def two_rules(n: int = 60) -> list[dict[str, Any]]:
+    """A third of the replies name Acme, a third Globex (both failed by people, who say which), a third
+    name neither: a fixed pair of examples teaches one competitor, the nearest examples each item's."""
+    rows = []
+    for i in range(n):
+        kind = ("Acme", "Globex", None)[i % 3]
+        said = f" {kind} sells it cheaper, ask {kind}." if kind else " Thanks for your patience."
+        rows.append(
+            {
+                "id": f"q{i:02d}",
+                "input": f"When does order {i} ship?",
+                "output": f"Your order ships soon.{said}",
+                "label": 0 if kind else 1,
+                "comment": f"mentions the competitor ({kind})" if kind else "fine",
+            }
+        )
+    return rows
+
+
+def test_retrieved_examples_are_each_items_nearest(scripted: ScriptedModel, tmp_path: Path) -> None:
+    scripted.responder = team_judge
+    args = setup(tmp_path, two_rules())
+    model = [*fake_model(scripted), "align.embedding=scripted/embed"]
+    fixed = run_cli(["align", *args, *model, "output_dir=fixed", "align.k=2"], cwd=tmp_path)
+    assert fixed.returncode == 0, fixed.stderr
+    retrieved = run_cli(["align", *args, *model, "output_dir=near", "align.retrieve=2"], cwd=tmp_path)
+    assert retrieved.returncode == 0, retrieved.stderr
+
+    def kappa(folder: str) -> float:
+        found = json.loads((tmp_path / folder / "alignment.json").read_text())
+        assert found["leaks"] == [] and found["prompts_checked"] == 30
+        return float(next(c for c in found["figures"]["changes"] if c["metric"] == "kappa")["after"])
+
+    assert kappa("fixed") < 0.8 <= kappa("near")
+    folder = tmp_path / "aligned" / "prompts" / "rules_aligned"
+    pool = [json.loads(line) for line in (folder / "examples.jsonl").read_text().splitlines()]
+    held = set(json.loads((tmp_path / "near" / "alignment.json").read_text())["held_out"])
+    assert len(pool) == 30 and not {e["id"] for e in pool} & held
+    # Each judged item got the examples nearest it: the prompts of the aligned judge differ.
+    judged = [r for r in scripted.requests if r.messages][-30:]
+    shown = {r.messages[-1]["content"].split("Now the item to judge.")[0] for r in judged}
+    assert len(shown) > 2
