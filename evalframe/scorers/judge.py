@@ -13,6 +13,10 @@ Output forms (the reply schema is built from them, so the model is constrained b
 - turns, intentions, rules: judged on the row's conversation (`messages`): evalframe.scorers.conversational,
   with the options unit (conversation | turn | window), window, max_turns, max_tokens and rules
 
+Optional `examples: {file, retrieve, embedding}`: labelled examples retrieved per item, the `retrieve`
+nearest by embedding, as the template variable `examples` (evalframe.scorers.retrieval; `evalframe align
+align.retrieve=K` writes it).
+
 Template variables: input, output, ground_truth (None when absent), contexts (the retrieved chunks, a
 list; None when the dataset has none), row (all dataset columns), statements in a verdicts step; and
 for a conversation row (`messages`): conversation (the Conversation as the judge sees it, cut to
