@@ -6,7 +6,7 @@ directory that `hydra.searchpath=[file://DIR]` takes, so `scorer=NAME_aligned` r
         aligned.j2                    includes guidelines.j2, examples.j2, then the judge's own prompt
         guidelines.j2                 the rules learnt from people (align.method=guidelines or both)
         examples.j2                   the examples as text: item, people's verdict and comment
-        <the judge's prompt files>    copied from its folder (what it includes comes along)
+        <the judge's prompt files>    copied from its folder (*.j2 and the like: what it includes)
 
 Everything is text to review in a pull request. The examples' item texts are fenced as the judged
 item is (prompts.fence), under EXAMPLE_* labels (results.alignment reads them back from recorded
@@ -31,6 +31,7 @@ SUFFIX = "_aligned"
 ENTRY = "aligned.j2"
 EXAMPLES = "examples.j2"
 GUIDELINES = "guidelines.j2"
+TEMPLATE_SUFFIXES = (".j2", ".jinja", ".jinja2", ".txt", ".md")  # the prompt folder's files copied
 POOL = "examples.jsonl"  # the labelled items examples are retrieved from (align.retrieve)
 _CARRIED = ("model", "repeats")  # the run's judge settings, as every judge takes them (judge_base)
 
@@ -174,7 +175,12 @@ def write(
     folder = out / "prompts" / new
     if folder.exists():
         shutil.rmtree(folder)  # the previous alignment's files: stale examples must not stay behind
-    shutil.copytree(original.parent, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    folder.mkdir(parents=True)
+    # The prompt files of its folder only (what the prompt can include), not the folder: a prompt kept in
+    # the working directory would otherwise bring outputs/ and `out` itself along.
+    for file in original.parent.iterdir():
+        if file.is_file() and file.suffix in TEMPLATE_SUFFIXES:
+            shutil.copy2(file, folder / file.name)
     if any((folder / f).exists() for f in (ENTRY, EXAMPLES, GUIDELINES, POOL)):
         raise ConfigError(
             f"align: the prompt folder {original.parent} has a file named {ENTRY}, {EXAMPLES} or {GUIDELINES}"

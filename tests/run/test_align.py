@@ -367,3 +367,20 @@ def test_retrieved_examples_are_each_items_nearest(scripted: ScriptedModel, tmp_
     judged = [r for r in scripted.requests if r.messages][-30:]
     shown = {r.messages[-1]["content"].split("Now the item to judge.")[0] for r in judged}
     assert len(shown) > 2
+
+
+def test_a_prompt_in_the_working_directory_brings_only_prompt_files(tmp_path: Path) -> None:
+    """The judge's prompt beside everything else (outputs/, the data, `out` itself): its prompt files are
+    copied, nothing else."""
+    (tmp_path / "rules.j2").write_text(RULES_PROMPT)
+    (tmp_path / "data.jsonl").write_text("{}\n")
+    (tmp_path / "outputs" / "run").mkdir(parents=True)
+    spec: dict[str, Any] = {
+        "_target_": "evalframe.scorers.judge.Judge",
+        "prompt": str(tmp_path / "rules.j2"),
+        "output": {"type": "choice", "choices": {"pass": 1.0, "fail": 0.0}},
+    }
+    aligned.write(tmp_path / "aligned", "rules", spec, [], "a test")
+    aligned.write(tmp_path / "aligned", "rules", spec, [], "again: the folder is made anew")
+    folder = tmp_path / "aligned" / "prompts" / "rules_aligned"
+    assert sorted(p.name for p in folder.iterdir()) == ["aligned.j2", "examples.j2", "rules.j2"]
