@@ -217,7 +217,9 @@ def align(overrides: Sequence[str], settings: Settings, directory: Path) -> Alig
         [r.id for r in held],
         [e.id for e in taught.examples],
         alignment.held_out(before.items, after.items, settings.scorer, new, human_range, threshold),
-        alignment.leaks(prompts, before.items),
+        # What the prompts showed, and what the written files hold (by id): both must be training items.
+        alignment.leaks(prompts, before.items)
+        + [(e.id, "the aligned judge's files") for e in taught.examples if e.id in {r.id for r in held}],
         len(prompts),
         sum(r.stats.calls for r in results),
         sum(r.stats.cost for r in results),
