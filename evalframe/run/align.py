@@ -280,13 +280,18 @@ def _teach(
 def show(found: Aligned, overrides: Sequence[str], out: Path) -> int:
     """The held-out table and what to run next; exit code 1 when a held-out item leaked into a prompt."""
     f = found.figures
+
+    def cell(value: float, interval: tuple[float, float], signed: bool = False) -> str:
+        # A figure with no value (Spearman of a judge that gave one score to all) is one dash.
+        return "–" if math.isnan(value) else f"{fmt(value, signed=signed)} {fmt_interval(interval, f.n)}"
+
     rows = [
         [
             c.metric,
-            f"{fmt(c.before)} {fmt_interval(c.before_interval, f.n)}",
-            f"{fmt(c.after)} {fmt_interval(c.after_interval, f.n)}",
-            f"{fmt(c.difference, signed=True)} {fmt_interval(c.interval, f.n)}",
-            c.verdict,
+            cell(c.before, c.before_interval),
+            cell(c.after, c.after_interval),
+            cell(c.difference, c.interval, signed=True),
+            "–" if math.isnan(c.difference) else c.verdict,
         ]
         for c in f.changes
     ]

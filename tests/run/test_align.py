@@ -213,6 +213,15 @@ def test_an_examples_text_stays_text(tmp_path: Path) -> None:
     assert alignment.shown_examples(text) == [("q?", "", tricky)]
 
 
+def test_a_scorer_that_is_no_judge_written_as_data_is_refused(
+    scripted: ScriptedModel, tmp_path: Path
+) -> None:
+    args = [a if a != "scorer=rules" else "scorer=token_f1" for a in setup(tmp_path, labelled_items())]
+    done = run_cli(["align", *args, *fake_model(scripted)], cwd=tmp_path)
+    assert done.returncode == 2 and "scorer token_f1 is not a judge written as data" in done.stderr
+    assert scripted.requests == []
+
+
 @pytest.mark.parametrize(
     ("rows", "extra", "said"),
     [
