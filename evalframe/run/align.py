@@ -76,6 +76,7 @@ class Aligned:
     cost: float = 0.0
     runs: dict[str, str] = field(default_factory=dict)
     rules: list[guidelines.Trial] = field(default_factory=list)  # each rule written, tried and kept or not
+    planned: int = 0  # the judge calls counted before the first (align.max_calls); fewer when cached
 
 
 def _config(overrides: Sequence[str]) -> dict[str, Any]:
@@ -191,7 +192,7 @@ def align(overrides: Sequence[str], settings: Settings, directory: Path) -> Alig
     config = _config(overrides)
     rows, judge = _labelled(config, settings)
     train, held = _split(rows, settings)
-    _budget(judge, len(train), len(held), settings)
+    planned = _budget(judge, len(train), len(held), settings)
     human_range = config["dataset"].get("human_range") or (0, 1)
     threshold = float(config.get("agreement_threshold", 0.5))
     trained = _run(config, train, directory / "train")
@@ -229,6 +230,7 @@ def align(overrides: Sequence[str], settings: Settings, directory: Path) -> Alig
             "after": str(directory / "after"),
         },
         taught.trials,
+        planned,
     )
 
 
@@ -314,7 +316,7 @@ def show(found: Aligned, overrides: Sequence[str], out: Path) -> int:
             f"accuracy {fmt(trial.accuracy)}): {trial.rule}"
         )
     cost = fmt_cost(found.cost) if not math.isnan(found.cost) else "unknown"
-    print(f"judge calls: {found.calls} (cost {cost})")
+    print(f"judge calls: {found.calls} made, {found.planned} counted up front (cost {cost})")
     if found.leaks:
         shown = ", ".join(f"{held} in the prompt of {judged}" for held, judged in found.leaks[:5])
         print(f"error: held-out items were shown as examples: {shown}")

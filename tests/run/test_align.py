@@ -306,6 +306,7 @@ def test_guidelines_are_kept_only_when_they_help_on_the_training_part(
         ("A reply that names the competitor (Acme) fails.", True),
     ]
     assert found["calls"] == 20 + 1 + 2 * 20 + 2 * 20  # two rules tried, not the three budgeted
+    assert found["planned"] == 121 and "judge calls: 101 made, 121 counted up front" in done.stdout
     folder = tmp_path / "aligned" / "prompts" / "rules_aligned"
     written = (folder / "guidelines.j2").read_text()
     assert "names the competitor (Acme) fails" in written and DAYS not in written
