@@ -394,3 +394,26 @@ def test_a_prompt_in_the_working_directory_brings_only_prompt_files(tmp_path: Pa
     aligned.write(tmp_path / "aligned", "rules", spec, [], "again: the folder is made anew")
     folder = tmp_path / "aligned" / "prompts" / "rules_aligned"
     assert sorted(p.name for p in folder.iterdir()) == ["aligned.j2", "examples.j2", "rules.j2"]
+
+
+def test_people_s_labels_from_review_pull(scripted: ScriptedModel, tmp_path: Path) -> None:
+    """`dataset.labels=labels.jsonl` (evalframe review pull's): the rows people labelled are aligned on,
+    the others left out."""
+    scripted.responder = team_judge
+    rows = labelled_items() + [
+        {"id": f"u{i}", "input": "?", "output": "Ships soon.", "label": 1, "comment": ""} for i in range(6)
+    ]
+    args = [a for a in setup(tmp_path, rows) if a != "dataset.human_score=label"]
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text(
+        "".join(
+            json.dumps({"item_id": r["id"], "scorer": "rules", "value": r["label"]}) + "\n" for r in rows[:40]
+        )
+    )
+    done = run_cli(
+        ["align", *args, *fake_model(scripted), f"dataset.labels={labels}", "output_dir=al"], cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    found = json.loads((tmp_path / "al" / "alignment.json").read_text())
+    assert len(found["train"]) + len(found["held_out"]) == 40 and found["calls"] == 60
+    assert not any(i.startswith("u") for i in found["train"] + found["held_out"])
