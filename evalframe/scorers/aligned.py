@@ -15,6 +15,7 @@ prompts), and wrapped in {% raw %}: an answer that holds `{{ ... }}` stays text,
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from collections.abc import Mapping, Sequence
@@ -157,6 +158,15 @@ def _retrieved(folder: Path, retrieved: Retrieved, output: Mapping[str, Any], no
     return {"file": str(pool), "retrieve": retrieved.k, "embedding": {"name": retrieved.embedding}}
 
 
+def _contents(folder: Path) -> str:
+    """A comment naming the digest of every file the entry prompt includes: a judge's verdict digest
+    reads its prompt file's text (Scorer.identity), so other examples or rules make other verdicts."""
+    digest = hashlib.sha256()
+    for file in sorted(p for p in folder.iterdir() if p.is_file()):
+        digest.update(file.name.encode() + b"\0" + file.read_bytes())
+    return f"{{#- the files it includes: sha256 {digest.hexdigest()[:16]} -#}}\n"
+
+
 def write(
     out: Path,
     name: str,
@@ -196,7 +206,7 @@ def write(
         (folder / EXAMPLES).write_text(examples_text(examples, spec["output"], note), encoding="utf-8")
         includes.append(EXAMPLES)
     entry = "\n\n".join(f'{{% include "{f}" %}}' for f in [*includes, original.name])
-    (folder / ENTRY).write_text(entry + "\n", encoding="utf-8")
+    (folder / ENTRY).write_text(_contents(folder) + entry + "\n", encoding="utf-8")
     config = {k: v for k, v in spec.items() if k not in _CARRIED and not k.startswith("_")}
     if config.get("models") is None:
         config.pop("models", None)  # the run's, from judge_base, unless the judge had a panel of its own

@@ -417,3 +417,37 @@ def test_people_s_labels_from_review_pull(scripted: ScriptedModel, tmp_path: Pat
     found = json.loads((tmp_path / "al" / "alignment.json").read_text())
     assert len(found["train"]) + len(found["held_out"]) == 40 and found["calls"] == 60
     assert not any(i.startswith("u") for i in found["train"] + found["held_out"])
+
+
+def test_other_examples_make_another_verdict_digest(tmp_path: Path) -> None:
+    """The aligned judge's digest (what trace verdicts are reused by) follows its examples and rules."""
+    from evalframe.scorers.judge import Judge
+
+    prompt = tmp_path / "p" / "rules.j2"
+    prompt.parent.mkdir()
+    prompt.write_text(RULES_PROMPT)
+    spec: dict[str, Any] = {
+        "_target_": "evalframe.scorers.judge.Judge",
+        "prompt": str(prompt),
+        "output": {"type": "choice", "choices": {"pass": 1.0, "fail": 0.0}},
+    }
+    items = [
+        ItemResult(
+            r["id"], r["input"], None, r["output"], {"rules": ScoreResult(1.0, "pass")}, human=r["label"]
+        )
+        for r in labelled_items(4)
+    ]
+
+    def identity(examples: list[alignment.Example], rules: list[str]) -> str:
+        yaml = aligned.write(tmp_path / "out", "rules", spec, examples, "a test", rules)
+        entry = yaml.parent.parent / "prompts" / "rules_aligned" / "aligned.j2"
+        return Judge(str(entry), spec["output"], {"name": "x"}).identity()
+
+    two = alignment.labelled(items, "rules", (0, 1))
+    found = {
+        identity(two[:1], []),
+        identity(two[:2], []),
+        identity(two[:2], ["A rule."]),
+        identity([], ["A rule."]),
+    }
+    assert len(found) == 4 and identity(two[:1], []) in found
