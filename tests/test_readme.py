@@ -53,6 +53,10 @@ COMPOSED_ONLY = {
     "target=http": "needs your service (tests/targets/test_targets.py runs it against a local one)",
     "model.batch=true": "needs a batch API (tests/models/test_batch.py runs it against the test server's)",
 }
+ALIGN_RUN_ID = (
+    "aligns a logged run's items by its id (tests/run/test_align.py::"
+    "test_align_run_id_reads_a_logged_runs_labelled_items aligns a run it logs)"
+)
 COMPARE = "compares two logged runs by id (tests/cli/test_compare.py runs it, and the CI step, on real runs)"
 
 
@@ -217,6 +221,18 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for name in ("qa.jsonl", "big.jsonl"):
         (tmp_path / name).write_text("".join(json.dumps(r) + "\n" for r in records))
     (tmp_path / "qa.json").write_text(json.dumps(records))  # the same rows as one JSON array
+    # Replies rated by people (1-5) with their comments: what `evalframe align` learns from.
+    labelled = [
+        {
+            "id": f"l{i}",
+            "input": f"Where is my order {i}?",
+            "output": f"Order {i} ships today.{' Ugh.' * (i % 3)}",
+            "rating": 5 - 2 * (i % 3),
+            "comment": "curt" if i % 3 else "friendly",
+        }
+        for i in range(20)
+    ]
+    (tmp_path / "labelled.jsonl").write_text("".join(json.dumps(r) + "\n" for r in labelled))
     # The same rows with retrieved chunks, for the RAG judges: the answer's source, ranked second.
     chunks = [
         {"contexts": ["An unrelated passage about the weather.", str(r["ground_truth"])]} for r in records
@@ -323,6 +339,11 @@ def _run_command(block: Block, line: str, workdir: Path, scripted: ScriptedModel
     if args[:1] == ["review"]:  # no config either: run as written on a run logged here
         _review(args, workdir)
         return
+    if args[:1] == ["align"]:
+        _align(args[1:], workdir, scripted, block)
+        return
+    if any(o.startswith("hydra.searchpath=[file://aligned") for o in args):
+        _aligned_judge(workdir)  # the judge the block's `evalframe align` line writes
     overrides = _one_job(shards.expand(args), workdir)  # -m shards=N: its first shard
     chats = _judges_conversations(overrides)
     if "dataset=run" in overrides:  # the earlier run it judges again: one made here
@@ -375,6 +396,38 @@ def _review(args: list[str], workdir: Path) -> None:
         assert pushed.returncode == 0, pushed.stderr
     done = run_cli([a.replace("RUN_ID", result.run_id) for a in args], workdir)
     assert done.returncode == 0, f"`evalframe {' '.join(args)}`: {done.stderr}"
+
+
+def _align(args: list[str], workdir: Path, scripted: ScriptedModel, block: Block) -> None:
+    """An `evalframe align` line, read as the command reads it (its align.* keys and run_id= too) and
+    composed; run in process, the judge the scripted model, unless it names a logged run by its id."""
+    from evalframe.cli import align
+
+    args = [a.replace("$PWD", str(workdir)) for a in args]
+    _, overrides, _ = align._read(args)
+    compose(overrides)  # exactly as typed: a bad key or group fails here
+    if "dataset.run_id=RUN_ID" in overrides:
+        assert ALIGN_RUN_ID
+        return
+    scripted.responder = constrained_decoder(seed=block.line)
+    code = align.main([*args, *fake_model(scripted)[1:], "output_dir=al"])
+    assert code == 0, f"{block.where}: evalframe align exited {code}"
+    assert (workdir / "al" / "alignment.json").is_file() and (workdir / "aligned" / "scorer").is_dir()
+
+
+def _aligned_judge(workdir: Path) -> None:
+    """aligned/: the README's polite judge as `evalframe align` writes it (here with no examples: the
+    command that writes it is run, examples and all, as a line of its own)."""
+    from evalframe.scorers import aligned
+
+    polite = compose(
+        [
+            f"hydra.searchpath=[file://{workdir / 'my_conf'}]",
+            "scorer=polite",
+            f"scorers.polite.prompt={workdir / 'my_prompts' / 'polite.j2'}",
+        ]
+    )["scorers"]["polite"]
+    aligned.write(Path("aligned"), "polite", polite, [], "the README's test")
 
 
 def _watch(overrides: list[str], workdir: Path, block: Block, line: str) -> None:
@@ -494,13 +547,14 @@ def test_the_cheap_benches_run_as_written() -> None:
         assert "deepeval 0, mlflow 0, aggregate=all 0" in done.stdout, done.stdout
 
 
-# The commands that compose a run's config alone: not log-run, compare, ui, review (no config of their own), a
-# re-score (the logged run's command line comes first) or --help.
+# The commands that compose a run's config alone: not log-run, compare, ui, review (no config of their own),
+# align (its runs': test_each_command_runs_as_written), a re-score (the logged run's command line comes
+# first) or --help.
 RUNS = [
     pytest.param(b, line, id=f"line{b.line}:{line[:60]}")
     for b, line in shell_lines()
     if (args := evalframe_args(line)) is not None
-    and args[:1] not in (["log-run"], ["compare"], ["ui"], ["runs"], ["rescore"], ["review"])
+    and args[:1] not in (["log-run"], ["compare"], ["ui"], ["runs"], ["rescore"], ["review"], ["align"])
     and "--help" not in args
 ]
 
@@ -511,6 +565,8 @@ def test_each_run_command_composes_into_the_typed_config(block: Block, line: str
     each of its keys is a field there with the same value, none dropped (an unknown key is refused)."""
     from evalframe.config.check import check
 
+    if "file://aligned" in line:
+        _aligned_judge(workdir)
     config = compose(_one_job(evalframe_args(line) or [], workdir))
     typed = check(config).model_dump()
     assert {k: typed[k] for k in config} == config, f"{block.where}: {line}"

@@ -1,9 +1,9 @@
 """`evalframe [COMMAND] ARGS`: the command line as a plain function, `main(argv) -> int`.
 
 Commands: `run` (the default: `evalframe OVERRIDES`, `-m` for a sweep, `resume=...`), `rescore`,
-`log-run`, `compare`, `ui`, `review`. Each returns its exit code; nothing is left behind in the process (the
-console guard, Hydra's state and the command line are put back), so tests and other programs call
-it in process. `entry()` is the installed command: it exits at once with that code.
+`log-run`, `compare`, `align`, `ui`, `review`. Each returns its exit code; nothing is left behind in
+the process (the console guard, Hydra's state and the command line are put back), so tests and other
+programs call it in process. `entry()` is the installed command: it exits at once with that code.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import NoReturn
 from evalframe import redaction
 from evalframe.errors import EvalframeError
 
-COMMANDS = ("run", "rescore", "log-run", "compare", "ui", "review")
+COMMANDS = ("run", "rescore", "log-run", "compare", "align", "ui", "review")
 # What only prints or lists (Hydra answers them itself) and what needs no model: no litellm for them.
 _NO_MODEL = ("--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i", "--shell-completion", "-sc")
 # Run modes that were config keys: the command that replaced each.
@@ -53,7 +53,7 @@ def _preload(args: list[str]) -> None:
     the config and the rows are validated; not for what only prints, nor for a sweep whose jobs run
     in processes of their own."""
     command, rest = _split(args)
-    if command not in ("run", "rescore") or _jobs_elsewhere(rest):
+    if command not in ("run", "rescore", "align") or _jobs_elsewhere(rest):
         return
     if not any(a in _NO_MODEL or a.startswith("--cfg=") for a in rest):
         from evalframe.models import loader
@@ -98,6 +98,10 @@ def _dispatch(args: list[str]) -> int:
         from evalframe.cli import review
 
         return review.main(rest)
+    if command == "align":  # its runs are composed from its own command line (evalframe.cli.align)
+        from evalframe.cli import align
+
+        return align.main(rest)
     if command == "log-run":
         from evalframe.cli import log_run
 

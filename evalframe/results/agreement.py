@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -80,20 +80,47 @@ def intervals(
     human_range: Sequence[float] = (0.0, 1.0),
     threshold: float = 0.5,
     resamples: int = SLOW_RESAMPLES,
+    keys: Sequence[str] = METRICS[1:],
 ) -> dict[str, Interval]:
-    """The 95% interval of every agreement metric (but n), resampling the items both scored."""
+    """The 95% interval of every agreement metric (but n), or of `keys`, resampling the items both
+    scored."""
     # Sorted, like mean_interval's values: the same pairs give the same intervals in any order.
     pairs = sorted((s, h) for s, h in zip(scores, human, strict=True) if not (math.isnan(s) or math.isnan(h)))
     low, high = float(human_range[0]), float(human_range[1])
     ours = [p[0] for p in pairs]
     theirs = [(p[1] - low) / (high - low) for p in pairs]
-    keys = [k for k in METRICS if k != "n"]
 
     def statistic(ours: np.ndarray[Any, Any], theirs: np.ndarray[Any, Any], axis: int = -1) -> Any:
         return _resampled(ours, theirs, threshold, keys)
 
     found = bootstrap(statistic, ours, theirs, vectorized=True, resamples=resamples)
     return dict(zip(keys, found if len(found) == len(keys) else [found[0]] * len(keys), strict=True))
+
+
+def change(
+    key: str,
+    before: Sequence[float],
+    after: Sequence[float],
+    human: Sequence[float],
+    human_range: Sequence[float] = (0.0, 1.0),
+    threshold: float = 0.5,
+    resamples: int = SLOW_RESAMPLES,
+) -> Interval:
+    """The paired-bootstrap 95% interval of the change of one agreement metric between two scorings of
+    the same items (`after` minus `before`): each resample draws items, both scores of an item kept
+    together, so the interval is of the change, not of two separate figures."""
+    low, high = float(human_range[0]), float(human_range[1])
+    triples = sorted(
+        (b, a, (h - low) / (high - low))
+        for b, a, h in zip(before, after, human, strict=True)
+        if not (math.isnan(b) or math.isnan(a) or math.isnan(h))
+    )
+    columns = [[t[i] for t in triples] for i in range(3)]
+
+    def statistic(b: Any, a: Any, h: Any, axis: int = -1) -> Any:
+        return _resampled(a, h, threshold, [key])[0] - _resampled(b, h, threshold, [key])[0]
+
+    return bootstrap(statistic, *columns, vectorized=True, resamples=resamples)[0]
 
 
 def _resampled(
@@ -111,18 +138,19 @@ def _resampled(
         accuracy = np.mean(passed_ours == passed_theirs, axis=-1)
         p_ours, p_theirs = passed_ours.mean(axis=-1), passed_theirs.mean(axis=-1)
         chance = p_ours * p_theirs + (1 - p_ours) * (1 - p_theirs)
-        found = {
-            "spearman": _pearson(stats.rankdata(ours, axis=-1), stats.rankdata(theirs, axis=-1)),
-            "pearson": _pearson(ours, theirs),
+        # Each computed only when asked for: Kendall's tau, a resample at a time, is most of the time.
+        found: dict[str, Callable[[], Any]] = {
+            "spearman": lambda: _pearson(stats.rankdata(ours, axis=-1), stats.rankdata(theirs, axis=-1)),
+            "pearson": lambda: _pearson(ours, theirs),
             # tau-b, O(n log n) a resample in scipy; written out for every resample it would be O(n²)
-            "kendall": np.array(
+            "kendall": lambda: np.array(
                 [stats.kendalltau(a, b).statistic for a, b in zip(ours, theirs, strict=True)]
             ),
-            "mae": np.mean(np.abs(ours - theirs), axis=-1),
-            "accuracy": accuracy,
-            "kappa": np.where(chance < 1, (accuracy - chance) / (1 - chance), np.nan),
+            "mae": lambda: np.mean(np.abs(ours - theirs), axis=-1),
+            "accuracy": lambda: accuracy,
+            "kappa": lambda: np.where(chance < 1, (accuracy - chance) / (1 - chance), np.nan),
         }
-    table = np.array([found[k] for k in keys])
+        table = np.array([found[k]() for k in keys])
     return table[:, 0] if one else table
 
 

@@ -65,6 +65,8 @@ TICK = Mode(
 )
 # The hold-out check's two runs: the sweep's parent logs their figures; two settings' verdicts would fight.
 HOLDOUT = Mode("hold-out", frozenset({REPORT, TABLES}))
+# `evalframe align`'s runs (training part, held-out part before and after): its table says what they found.
+ALIGN = Mode("align", frozenset({REPORT}), gated=False)
 PROBE = Mode("probe", frozenset(), gated=False, progress=False)  # a re-score's search for the culprit
 LOGGED = Mode("log-run", frozenset({MLFLOW, VERDICTS, WHERE}))  # a finished run logged later
 # The verdicts a run in MLflow had not all written onto its traces (a kill in its write-back), written

@@ -13,6 +13,10 @@ Output forms (the reply schema is built from them, so the model is constrained b
 - turns, intentions, rules: judged on the row's conversation (`messages`): evalframe.scorers.conversational,
   with the options unit (conversation | turn | window), window, max_turns, max_tokens and rules
 
+Optional `examples: {file, retrieve, embedding}`: labelled examples retrieved per item, the `retrieve`
+nearest by embedding, as the template variable `examples` (evalframe.scorers.retrieval; `evalframe align
+align.retrieve=K` writes it).
+
 Template variables: input, output, ground_truth (None when absent), contexts (the retrieved chunks, a
 list; None when the dataset has none), row (all dataset columns), statements in a verdicts step; and
 for a conversation row (`messages`): conversation (the Conversation as the judge sees it, cut to
@@ -45,6 +49,7 @@ from evalframe.scorers.conversational import Checklist, Conversational, Scope, T
 from evalframe.scorers.grounded import KEYS, Claims, Grounded, Ranking, Rules, parse
 from evalframe.scorers.panel import Panel
 from evalframe.scorers.prompts import PromptFile
+from evalframe.scorers.retrieval import Retrieval
 
 
 @dataclass(frozen=True)
@@ -173,6 +178,7 @@ class Judge(JudgeScorer):
         max_turns: int | None = None,
         max_tokens: int | None = None,
         rules: list[str] | None = None,
+        examples: Mapping[str, Any] | None = None,
     ):
         if empty_output not in ("zero", "judge"):
             raise ConfigError(
@@ -205,6 +211,7 @@ class Judge(JudgeScorer):
         self.better = better
         self._rules = (empty, compat)
         self._scope = (unit, window, max_turns, max_tokens, rules or [])
+        self._examples = examples  # retrieved per item (scorers.retrieval): what `align.retrieve` writes
 
     @property
     def key(self) -> str:
@@ -253,6 +260,20 @@ class Judge(JudgeScorer):
             )
         return scope
 
+    @functools.cached_property
+    def retrieval(self) -> Retrieval | None:
+        if self._examples is None:
+            return None
+        if isinstance(self.form, PER_ITEM):
+            raise ConfigError(
+                f"{self.key}.examples: retrieved examples go with output type choice, number or verdicts"
+            )
+        return Retrieval.of(self._examples, f"{self.key}.examples")
+
+    def identity(self) -> str:
+        found = super().identity()
+        return found if self.retrieval is None else f"{found}\nexamples\n{self.retrieval.text()}"
+
     def required(self) -> tuple[str, ...]:
         extra = self.form.needs if isinstance(self.form, PER_ITEM) else ()
         return tuple(dict.fromkeys((*super().required(), *extra)))
@@ -269,6 +290,7 @@ class Judge(JudgeScorer):
             "ground_truth": row.ground_truth,
             "contexts": row.contexts,
             "row": dict(row.extra),
+            **({"examples": []} if self._examples is not None else {}),  # the item's: given in `extra`
             **(self._conversation(row) if row.messages is not None else {}),
             **extra,
         }
@@ -295,6 +317,7 @@ class Judge(JudgeScorer):
         # variable typos), before any call.
         self.rules  # noqa: B018
         self.scope  # noqa: B018
+        self.retrieval  # noqa: B018
         if not isinstance(self.form, PER_ITEM):
             self.reply_model  # noqa: B018
         for step in self.prompts:
@@ -314,7 +337,13 @@ class Judge(JudgeScorer):
             assert row.messages is not None  # its needs (messages) are checked before any call
             render = functools.partial(self.render, row, output)
             return await form.run(self.scope, render, llm, row.messages, self.rules)
-        step = await llm.structured("judge", self.render(row, output), self.reply_model)
+        extra: dict[str, Any] = {}
+        if self.retrieval is not None:
+            shown = await self.retrieval.nearest(row, output, ctx)
+            if isinstance(shown, str):
+                return ScoreResult.unscored(shown)
+            extra["examples"] = shown
+        step = await llm.structured("judge", self.render(row, output, **extra), self.reply_model)
         if not step.ok or step.reply is None:
             return ScoreResult.unscored(f"judge: {step.error}", [step])
         _, label = form.score(step.reply)
