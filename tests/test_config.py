@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -318,7 +319,8 @@ def test_tracking_mlflow_logs_to_the_configured_uri(scripted: ScriptedModel, tmp
     assert experiment is not None
     [logged] = client.search_runs([experiment.experiment_id])
     assert logged.data.metrics["answer_similarity/scored"] == 2
-    assert logged.info.run_name == "sample-answer_similarity"
+    # No command line here (a config handed to the pipeline): the dataset, the scorers, the start time.
+    assert re.fullmatch(r"sample · answer_similarity · \d\d:\d\d", logged.info.run_name)
 
 
 def test_verdicts_go_back_onto_traces_in_both_tracking_presets_and_the_run_beside_them() -> None:
@@ -396,7 +398,7 @@ def test_a_ticks_window_ends_where_traces_have_settled(
 )
 def test_a_run_on_your_file_is_named_after_its_stem(dataset: str, name: str) -> None:
     config = {"dataset": {"name": dataset}, "scorers": {"exact_match": {}, "token_f1": {}}, "tracking": {}}
-    assert sweeps.run_name(config) == f"{name}-exact_match+token_f1"
+    assert sweeps.run_name(config, []) == f"{name} · exact_match+token_f1"
 
 
 def test_model_overrides_leave_an_embedding_models_list_alone() -> None:

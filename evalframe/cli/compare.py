@@ -1,4 +1,4 @@
-"""`python -m evalframe compare baseline=RUN_ID candidate=RUN_ID`: the regression gate between two
+"""`evalframe compare baseline=RUN candidate=RUN`: the regression gate between two
 logged runs (or a baseline and each job of a sweep, `candidate=` the sweep's parent run).
 
 Both runs' results.jsonl are read from MLflow and their items paired by dataset id (comparison.py);
@@ -23,15 +23,18 @@ from evalframe.results.comparison import Comparison, compare
 from evalframe.results.results_file import read_items
 from evalframe.results.scores import ItemResult
 from evalframe.tracking.comparison import log_comparison
-from evalframe.tracking.read import check_store, fetch_run, get_run, sweep_children
+from evalframe.tracking.read import check_store, fetch_run, get_run, resolve, sweep_children
 from evalframe.tracking.store import display_uri
 
 USAGE = (
-    "usage: evalframe compare baseline=RUN_ID candidate=RUN_ID [tracking.uri=URI] [output_dir=DIR]\n"
+    "usage: evalframe compare baseline=RUN candidate=RUN [tracking.uri=URI] [experiment=NAME]\n"
+    "         [output_dir=DIR]\n"
     "  two logged runs item by item; exit code 1 when the candidate is significantly worse on a scorer.\n"
-    "  candidate= may be a sweep's parent run: each of its jobs is compared with the baseline"
+    "  RUN: a run id, last (the experiment's newest run), last~1 (the one before), or the start of a name\n"
+    "  (evalframe runs lists them). candidate= may be a sweep's parent run: each of its jobs is compared\n"
+    "  with the baseline"
 )
-KEYS = ("baseline", "candidate", "tracking.uri", "output_dir")
+KEYS = ("baseline", "candidate", "tracking.uri", "experiment", "output_dir")
 # Why compare needs a store it can write, and so what to do when it cannot.
 WRITES = "compare logs each comparison there as a run: run it as a user who can write it and its directory"
 
@@ -45,17 +48,18 @@ def _arguments(argv: list[str]) -> dict[str, str]:
         args[key] = value
     missing = [k for k in ("baseline", "candidate") if k not in args]
     if missing:
-        raise ConfigError(f"compare needs {' and '.join(f'{k}=RUN_ID' for k in missing)}\n{USAGE}")
+        raise ConfigError(f"compare needs {' and '.join(f'{k}=RUN' for k in missing)}\n{USAGE}")
     return args
 
 
-def _default_uri() -> str:
-    """The tracking URI a run would log to: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db."""
+def _default(key: str) -> str:
+    """tracking.`key` as a run would log: the URI $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db; the
+    experiment evalframe."""
     from omegaconf import OmegaConf
 
     from evalframe.config import compose as config
 
-    return str(OmegaConf.select(config.compose([]), "tracking.uri"))
+    return str(OmegaConf.select(config.compose([]), f"tracking.{key}"))
 
 
 def _checked(uri: str, role: str, run_id: str) -> dict[str, str]:
@@ -101,9 +105,12 @@ def _items(uri: str, role: str, run_id: str, scratch: Path) -> tuple[str, list[I
 
 def run(argv: list[str]) -> int:
     args = _arguments(argv)
-    uri = args.get("tracking.uri") or _default_uri()
+    uri = args.get("tracking.uri") or _default("uri")
     # Within seconds, where MLflow would take minutes, and before anything is printed or written.
     check_store(uri, WRITES)
+    experiment = args.get("experiment") or _default("experiment")
+    for role in ("baseline", "candidate"):  # last, last~1, the start of a name -> the run's id
+        args[role] = resolve(uri, experiment, args[role], role)
     output_dir = Path(args.get("output_dir") or Path("outputs", datetime.now().strftime("%Y-%m-%d/%H-%M-%S")))
     baseline_id = args["baseline"]
     comparisons: list[Comparison] = []

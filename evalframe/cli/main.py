@@ -1,7 +1,7 @@
 """`evalframe [COMMAND] ARGS`: the command line as a plain function, `main(argv) -> int`.
 
 Commands: `run` (the default: `evalframe OVERRIDES`, `-m` for a sweep, `resume=...`), `rescore`,
-`log-run`, `compare`, `align`, `ui`, `review`. Each returns its exit code; nothing is left behind in
+`log-run`, `compare`, `runs`, `align`, `ui`, `review`. Each returns its exit code; nothing is left behind in
 the process (the console guard, Hydra's state and the command line are put back), so tests and other
 programs call it in process. `entry()` is the installed command: it exits at once with that code.
 """
@@ -16,7 +16,7 @@ from typing import NoReturn
 from evalframe import redaction
 from evalframe.errors import EvalframeError
 
-COMMANDS = ("run", "rescore", "log-run", "compare", "align", "ui", "review")
+COMMANDS = ("run", "rescore", "log-run", "compare", "runs", "align", "ui", "review")
 # What only prints or lists (Hydra answers them itself) and what needs no model: no litellm for them.
 _NO_MODEL = ("--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i", "--shell-completion", "-sc")
 # Run modes that were config keys: the command that replaced each.
@@ -102,6 +102,10 @@ def _dispatch(args: list[str]) -> int:
         from evalframe.cli import align
 
         return align.main(rest)
+    if command == "runs":  # reads MLflow only
+        from evalframe.cli import runs
+
+        return runs.main(rest)
     if command == "log-run":
         from evalframe.cli import log_run
 

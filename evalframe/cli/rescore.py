@@ -13,7 +13,7 @@ from evalframe.config import compose as configs
 from evalframe.errors import ConfigError
 from evalframe.run.rescore import FROM_ITEMS, LOGGED_RUN, USAGE, Logged, merge, top_key
 from evalframe.tracking.log import OVERRIDES_TAG
-from evalframe.tracking.read import fetch_run
+from evalframe.tracking.read import fetch_run, resolve
 
 
 def command_line(argv: list[str], download: Path) -> tuple[str, list[str]]:
@@ -37,9 +37,11 @@ def command_line(argv: list[str], download: Path) -> tuple[str, list[str]]:
             f"rescore re-scores the stored items of run {run_id}, so {' '.join(fixed)} cannot change "
             "them: run it normally (without rescore) for other rows or outputs"
         )
-    uri = configs.compose([o for o in new if top_key(o) == "tracking"]).get("tracking", {}).get("uri")
+    tracking = configs.compose([o for o in new if top_key(o) == "tracking"]).get("tracking", {})
+    uri = tracking.get("uri")
     if not uri:
         raise ConfigError("rescore reads the run from MLflow: set tracking.uri=... (tracking=none has none)")
+    run_id = resolve(str(uri), str(tracking.get("experiment")), run_id)  # last, last~1, a name's start
     logged = fetch_run(str(uri), run_id, download, require_tag=OVERRIDES_TAG)
     old = [str(o) for o in json.loads(logged.tags[OVERRIDES_TAG])]
     new_overrides = [o for o in new if o not in old]

@@ -47,7 +47,11 @@ from evalframe.run.planning import Given, plan
 from evalframe.targets.base import Target
 from evalframe.tracking.read import RESULTS_ARTIFACT
 
-USAGE = "usage: evalframe rescore run_id=<MLflow run id> [overrides, e.g. penalties.missing=0.3]"
+USAGE = (
+    "usage: evalframe rescore run_id=RUN [overrides, e.g. penalties.missing=0.3]\n"
+    "  RUN: an MLflow run id, last (the experiment's newest run), last~1 (the one before), or the start of\n"
+    "  a name (evalframe runs lists them; tracking.uri=... and tracking.experiment=... say where)"
+)
 RESCORED_FROM_TAG = "evalframe.rescored_from"
 LOGGED_RUN = "EVALFRAME_RESCORE_RUN"  # the run the sub-command read, as JSON, for the Hydra job(s)
 # Keys of the old command line that do not carry over: where to log, how to run, what to do (`rescore`:

@@ -23,6 +23,7 @@ from evalframe.models.steps import cut
 from evalframe.redaction import redact, redact_overrides, scrub_text
 from evalframe.report import html as html_report
 from evalframe.results import summary
+from evalframe.results.manifest import Manifest
 from evalframe.results.run_result import RunResult
 from evalframe.results.scores import RAW_REPLY_LIMIT
 from evalframe.results.table import items_table
@@ -249,7 +250,7 @@ def log(
         **(extra_tags or {}),
     }
     tags = {k: scrub_text(v) for k, v in tags.items()}  # a sweep's job may vary a secret
-    name = scrub_text(run_name(config))
+    name = _named(config, results_file, overrides)
     imported()  # a preload's import finished first (store.preload)
     problem = unavailable(tracking["uri"])  # within seconds, where MLflow would take minutes
     if problem is None:
@@ -276,3 +277,10 @@ def log(
         return EXIT_TRACKING, None
     result.run_id = run_id
     return EXIT_OK, (experiment_id, run_id)
+
+
+def _named(config: Mapping[str, Any], results_file: Path, overrides: list[str] | None) -> str:
+    """The run's name: what the command line changed and when the run started (run.json's start: a run
+    logged later with log-run keeps the time it was made)."""
+    started = Manifest.read(results_file.parent).started_at if results_file.parent.is_dir() else None
+    return scrub_text(run_name(config, overrides, started))

@@ -138,3 +138,108 @@ def sweep_children(uri: str, run_id: str) -> list[str]:
         order_by=["attributes.start_time ASC"],
     )
     return [child.info.run_id for child in children]
+
+
+@dataclass
+class RunLine:
+    """One evalframe run as `evalframe runs` lists it."""
+
+    run_id: str
+    name: str
+    logged: float  # when MLflow's run started (seconds since the epoch): a run is logged as it ends
+    status: str
+    scorers: list[str]
+    means: dict[str, float]  # <scorer>/mean of each scorer that has one
+
+
+# Every evaluation run logged by evalframe carries this tag (tracking.log): comparisons, sweep parents
+# and runs of other tools do not.
+_EVALFRAME_RUN = "tags.`evalframe.scorers` LIKE '%'"
+_SEARCHED = 1000  # runs a name prefix is looked for among, newest first
+_HEX = frozenset("0123456789abcdef")
+
+
+def recent_runs(uri: str, experiment: str, n: int) -> list[RunLine]:
+    """The newest `n` evalframe runs of `experiment`, newest first; a ConfigError when the experiment is
+    not there (naming the ones that are)."""
+    client = _client(uri)
+    return [_line(run) for run in _searched(client, uri, experiment, n)]
+
+
+def _searched(client: Any, uri: str, experiment: str, n: int) -> list[Any]:
+    try:
+        found = client.get_experiment_by_name(experiment)
+        names = [] if found else [e.name for e in client.search_experiments(max_results=20)]
+        if found is None:
+            raise ConfigError(
+                f"no experiment {experiment!r} in the MLflow store at {uri}"
+                + (f"; it has {', '.join(names)} (experiment=NAME)" if names else "")
+            )
+        return list(
+            client.search_runs(
+                [found.experiment_id],
+                filter_string=_EVALFRAME_RUN,
+                order_by=["attributes.start_time DESC"],
+                max_results=n,
+            )
+        )
+    except ConfigError:
+        raise
+    except Exception as e:  # a server that is down, a database file that cannot be opened
+        raise ConfigError(
+            f"cannot reach MLflow at {uri} ({type(e).__name__}: {str(e)[:300]}); check tracking.uri"
+        ) from None
+
+
+def _line(run: Any) -> RunLine:
+    scorers = [s for s in run.data.tags.get("evalframe.scorers", "").split(",") if s]
+    metrics = run.data.metrics
+    return RunLine(
+        run_id=run.info.run_id,
+        name=run.info.run_name or "",
+        logged=run.info.start_time / 1000,
+        status=run.info.status,
+        scorers=scorers,
+        means={s: metrics[f"{s}/mean"] for s in scorers if f"{s}/mean" in metrics},
+    )
+
+
+def resolve(uri: str, experiment: str, ref: str, role: str = "run_id") -> str:
+    """The run id `ref` names: a 32-character id as it is; `last` (the newest evalframe run of
+    `experiment`), `last~1` (the one before it), ...; else the one run whose name or id starts with
+    `ref`. A ConfigError (`role`: the argument, e.g. baseline) when none does, or which runs matched
+    when several do."""
+    if len(ref) == 32 and set(ref) <= _HEX:
+        return ref
+    client = _client(uri)
+    where = f"experiment {experiment!r} at {uri}"
+    if ref == "last" or ref.startswith("last~"):
+        back = ref.removeprefix("last").removeprefix("~") or "0"
+        if not back.isdigit():
+            raise ConfigError(
+                f"{role}={ref}: write last, last~1, last~2, ... (the newest run, the one before)"
+            )
+        runs = _searched(client, uri, experiment, int(back) + 1)
+        if len(runs) <= int(back):
+            raise ConfigError(
+                f"{role}={ref}: {where} has {len(runs)} evalframe run(s); `evalframe runs` lists them"
+            )
+        return str(runs[int(back)].info.run_id)
+    matched = [
+        r
+        for r in _searched(client, uri, experiment, _SEARCHED)
+        if (r.info.run_name or "").startswith(ref) or r.info.run_id.startswith(ref)
+    ]
+    if len(matched) == 1:
+        return str(matched[0].info.run_id)
+    if not matched:
+        raise ConfigError(
+            f"{role}={ref}: no run of {where} has a name or id starting with {ref!r}; give a run id, "
+            "last, last~1, or the start of a name (`evalframe runs` lists them)"
+        )
+    listed = "; ".join(f"{r.info.run_id} {r.info.run_name!r}" for r in matched[:5])
+    more = f" and {len(matched) - 5} more" if len(matched) > 5 else ""
+    raise ConfigError(
+        f"{role}={ref} matches {len(matched)} runs of {where}: {listed}{more}; give more of the name, "
+        "or the run id"
+    )

@@ -7,10 +7,11 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from evalframe.redaction import redact_overrides, scrub_text
+from evalframe.redaction import REDACTED, redact_overrides, scrub_text
 from evalframe.results.jobs import Best
 from evalframe.results.scores import Objective
 from evalframe.tracking.store import fluent_store, holder, reap, store_uri, unavailable
@@ -143,12 +144,61 @@ def sweep_job() -> int | None:
     return int(HydraConfig.get().job.num)
 
 
-def run_name(config: Mapping[str, Any]) -> str:
+# Overrides that say where a run goes or how it runs, not what it measures, or what the name says
+# already (the dataset, the scorers): left out of its name.
+_NAMED_ALREADY = ("dataset", "dataset.name", "dataset.path")
+_NOT_NAMED = {
+    "scorer", "tracking", "hydra", "resume", "concurrency", "window", "keep_items", "cache",
+    "watch", "sweep", "shards", "shard", "max_judgments", "raw_reply_limit", "gate", "max_unscored_rate",
+    "agreement_threshold", "objective", "output_dir",
+}  # fmt: skip
+_SHOWN = 4  # overrides named at most; the rest are counted ("+2 more")
+_VALUE = 24  # characters of an override's value at most
+
+
+def _differs(overrides: list[str]) -> str:
+    """The overrides a user typed that change what a run measures, shortened for a name:
+    `penalties.missing=0.3 answer_similarity.scale=10`. Secrets are left out, not blanked."""
+    # A sweep's jobs differ by its swept keys, whatever they are (concurrency too).
+    swept = set(json.loads(os.environ.get(SWEPT) or "[]"))
+    shown = []
+    for override in redact_overrides(overrides):
+        key, equals, value = override.lstrip("+~").partition("=")
+        top = key.split(".", 1)[0].split("/", 1)[0]
+        named = key in swept or not (top in _NOT_NAMED or key in _NAMED_ALREADY)
+        if not equals or not named or value == REDACTED:
+            continue
+        key = key.removeprefix("scorers.")  # answer_similarity.scale: the scorer names it
+        value = value.split("://", 1)[-1]  # http://127.0.0.1:8000/v1 -> 127.0.0.1:8000/v1
+        if len(value) > _VALUE:
+            value = value[: _VALUE - 1] + "…"
+        shown.append(f"{key}={value}")
+    shown.sort(key=lambda o: o.split("=", 1)[0] not in swept)  # a sweep's values first: never "more"
+    more = f" +{len(shown) - _SHOWN} more" if len(shown) > _SHOWN else ""
+    return " ".join(shown[:_SHOWN]) + more
+
+
+def _typed() -> list[str]:
+    """The command line's overrides when this is a Hydra job (a sweep job's swept values among them)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    return list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
+
+
+def run_name(
+    config: Mapping[str, Any], overrides: list[str] | None = None, started: float | None = None
+) -> str:
+    """`sample · answer_similarity · penalties.missing=0.3 · 14:03`: the dataset, the scorers, what the
+    command line changed (`overrides`; None: the Hydra job's own) and the time the run started (seconds
+    since the epoch; None: no time), so runs of one dataset are told apart in MLflow's lists and its
+    compare view. tracking.run_name, when set, is the name."""
     tracking = config.get("tracking") or {}
     if tracking.get("run_name"):
         return str(tracking["run_name"])
     dataset = str(config["dataset"].get("name", "dataset"))
     if "/" in dataset or dataset.endswith((".jsonl", ".csv")):  # a file of yours: its name, not its path
         dataset = Path(dataset).stem
-    name = f"{dataset}-{'+'.join(config['scorers'])}"
-    return f"{name} {job_label()}".strip()  # a sweep's jobs are told apart by their swept values
+    parts = [dataset, "+".join(config["scorers"]), _differs(_typed() if overrides is None else overrides)]
+    if started is not None:
+        parts.append(datetime.fromtimestamp(started).strftime("%H:%M"))
+    return " · ".join(p for p in parts if p)

@@ -138,13 +138,14 @@ def test_a_clearly_worse_candidate_fails_the_gate(
 def test_unknown_ids_and_nothing_in_common_are_usage_errors(
     tmp_path: Path, runs: dict[str, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert _compare(tmp_path, runs["weak"], "0123456789abcdef") == 2
-    assert "candidate=0123456789abcdef: run_id=0123456789abcdef: no such run" in capsys.readouterr().err
+    unknown = "0123456789abcdef" * 2  # an id's shape: looked up as it is
+    assert _compare(tmp_path, runs["weak"], unknown) == 2
+    assert f"candidate={unknown}: run_id={unknown}: no such run" in capsys.readouterr().err
     assert _compare(tmp_path, "nope", runs["weak"]) == 2
-    assert "baseline=nope" in capsys.readouterr().err
+    assert "baseline=nope: no run of experiment 'evalframe' at" in capsys.readouterr().err
     assert _compare(tmp_path, runs["weak"], runs["elsewhere"]) == 2
     assert "have no item id in common (30 and 5 items)" in capsys.readouterr().err
-    assert compare.main(["baseline=x"]) == 2 and "compare needs candidate=RUN_ID" in capsys.readouterr().err
+    assert compare.main(["baseline=x"]) == 2 and "compare needs candidate=RUN" in capsys.readouterr().err
     assert compare.main(["baseline=x", "candidate=y", "colour=red"]) == 2
     assert "cannot read 'colour=red'" in capsys.readouterr().err
 
@@ -304,4 +305,4 @@ def test_the_readme_github_actions_step_runs_as_written(tmp_path: Path, judge_se
         ["compare", "baseline=feedc0de", f"candidate={baseline.group(1)}", f"tracking.uri={uri}"], tmp_path
     )
     assert unknown.returncode == 2 and "Traceback" not in unknown.stderr
-    assert "baseline=feedc0de: run_id=feedc0de: no such run" in unknown.stderr
+    assert "baseline=feedc0de: no run of experiment 'evalframe' at " in unknown.stderr

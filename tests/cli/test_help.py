@@ -11,7 +11,7 @@ from tests.conftest import run_cli
 
 
 @pytest.mark.parametrize("flag", ["--help", "-h"])
-@pytest.mark.parametrize("command", ["rescore", "log-run", "compare", "align", "ui", "review"])
+@pytest.mark.parametrize("command", ["rescore", "log-run", "compare", "runs", "align", "ui", "review"])
 def test_every_command_prints_its_usage_and_runs_nothing(tmp_path: Path, command: str, flag: str) -> None:
     """Before: ui said `config error: LexerNoViableAltException: --help`, compare `cannot read '--help'`
     (exit 2), rescore `rescore needs one run_id=...`; their usage lines said `python -m evalframe`."""

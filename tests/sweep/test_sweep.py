@@ -81,7 +81,7 @@ def test_the_grid_preset_runs_its_combinations_as_child_runs_ranked_by_the_objec
     # Each job's run is named after its swept values, so the UI tells the children apart.
     for child in children:
         params = child.data.params
-        assert child.info.run_name.startswith("sample-answer_similarity penalties.")
+        assert child.info.run_name.startswith("sample · answer_similarity · penalties.")
         for key in ("penalties.missing", "penalties.contradiction"):
             assert f"{key}={params[key]}" in child.info.run_name.split()
     assert swept == {(m, c) for m in ("0.05", "0.3") for c in ("0.5", "1.0")}
