@@ -58,6 +58,7 @@ ALIGN_RUN_ID = (
     "test_align_run_id_reads_a_logged_runs_labelled_items aligns a run it logs)"
 )
 COMPARE = "compares two logged runs by id (tests/cli/test_compare.py runs it, and the CI step, on real runs)"
+RUNS_COMMAND = "lists the runs of a store (tests/cli/test_runs.py runs it on real runs)"
 
 
 @dataclass
@@ -338,6 +339,11 @@ def _run_command(block: Block, line: str, workdir: Path, scripted: ScriptedModel
         return
     if args[:1] == ["review"]:  # no config either: run as written on a run logged here
         _review(args, workdir)
+        return
+    if args[:1] == ["runs"]:  # reads a store of logged runs: its arguments, checked as it reads them
+        from evalframe.cli import runs
+
+        assert runs._arguments(args[1:]), RUNS_COMMAND
         return
     if args[:1] == ["align"]:
         _align(args[1:], workdir, scripted, block)
