@@ -336,7 +336,7 @@ def fake_model(server: FakeLLMServer | ScriptedModel, option: str = "gpt") -> li
     provider's protocol."""
     if isinstance(server, ScriptedModel):
         return [f"model={option}", *scripted_model.overrides()]
-    base = server.openai_base if option == "gpt" else server.base_url
+    base = server.openai_base if option in ("gpt", "local") else server.base_url
     # A model behind an api_base has no known price (its cost shows "—"): priced like gpt-4o-mini here,
     # so the tests of cost accounting keep their meaning.
     return [f"model={option}", f"model.api_base={base}", "model.timeout=10", *PRICE]

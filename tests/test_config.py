@@ -68,7 +68,7 @@ def test_every_group_has_the_options_the_docs_promise() -> None:
         "tool_call_accuracy",
         "turn_relevancy",
     ]
-    assert set(options("model")) >= {"gpt", "claude", "gemini", "ollama"}
+    assert set(options("model")) >= {"gpt", "claude", "gemini", "ollama", "local"}
     assert options("penalties") == ["default", "lenient", "strict"]
     assert options("tracking") == ["mlflow", "none"]
     # Hydra's --help lists every folder as a group: the presets' and judges' shared keys (*_base.yaml)
@@ -163,9 +163,31 @@ def test_each_judge_model_runs_over_its_own_protocol(
     )
     assert result.summaries["answer_similarity"].scored == 2
     assert result.items[0].scores["answer_similarity"].score == 1.0  # exact-capital
-    protocol = {"gpt": "openai", "claude": "anthropic", "gemini": "gemini", "ollama": "ollama"}[option]
+    protocol = {
+        "gpt": "openai",
+        "claude": "anthropic",
+        "gemini": "gemini",
+        "ollama": "ollama",
+        "local": "openai",
+    }[option]
     assert {r.protocol for r in judge_server.requests} == {protocol}
     assert all(r.schema is not None for r in judge_server.requests)  # structured output on the wire
+
+
+def test_the_offline_judges_need_no_key_and_default_to_the_servers_users_run() -> None:
+    """model=ollama: LiteLLM's ollama_chat/ at Ollama's port; model=local: the OpenAI wire at vLLM's and
+    llama-server's address. Neither needs a key (the tests' environment has none); each reaches the test
+    server over its wire in test_each_judge_model_runs_over_its_own_protocol."""
+    from evalframe.models.settings import ModelSettings
+
+    ollama = ModelSettings.from_config(compose(["model=ollama"])["model"])
+    local = ModelSettings.from_config(compose(["model=local"])["model"])
+    assert (ollama.name.split("/")[0], ollama.api_base) == ("ollama_chat", "http://localhost:11434")
+    assert (local.name.split("/")[0], local.api_base) == ("openai", "http://localhost:8000/v1")
+    assert ollama.api_key_env is None and local.api_key_env is None
+    for settings in (ollama, local):
+        settings.check_credentials()  # no ConfigError: no key needed
+    assert local.api_key() == "no-key"  # what the OpenAI client is given, as a self-hosted server ignores it
 
 
 @pytest.mark.parametrize("option", options("model"))

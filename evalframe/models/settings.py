@@ -102,7 +102,7 @@ class ModelSettings:
                 f"{self.api_key_env} is not set, and the model {self.name} ({key}) needs it. "
                 f"Set it (export {self.api_key_env}=...), or choose another model: {pick}claude "
                 f"(ANTHROPIC_API_KEY), {pick}gemini (GEMINI_API_KEY), {pick}ollama (local, no key), "
-                f"or an OpenAI-compatible server: {key}.api_base=http://HOST:PORT/v1"
+                f"or {pick}local (an OpenAI-compatible server, no key: {key}.api_base=http://HOST:PORT/v1)"
             )
 
     @property

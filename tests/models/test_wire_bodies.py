@@ -24,7 +24,7 @@ from tests.fake_judge import judge
 from tests.testserver import FakeLLMServer
 
 GOLDEN = Path(__file__).parent / "wire"
-PRESETS = ("gpt", "claude", "gemini", "ollama")
+PRESETS = ("gpt", "claude", "gemini", "ollama", "local")
 HEADERS = ("content-type", "authorization", "x-api-key", "anthropic-version", "anthropic-beta")
 
 
