@@ -44,6 +44,8 @@ NOT_RUN = {
     "mlflow server": "needs PostgreSQL and S3; tests/e2e/test_postgres.py runs it on a real PostgreSQL",
     "CANDIDATE=": "reads the run id the line above printed; tests/cli/test_compare.py runs the step in bash",
 }
+# Where the README's no-key lines send the judge: the dry run's test server, or a server of the reader's.
+DRY_RUN_BASE = "http://127.0.0.1:8000/v1"
 # evalframe commands composed but not run here, and where they are run instead.
 COMPOSED_ONLY = {
     "rescore": "re-scores a logged run id (tests/cli/test_rescore.py)",
@@ -191,7 +193,10 @@ def test_every_block_is_run_or_says_why_not() -> None:
         elif line in _saved_scripts(block):
             continue  # your application, saved from the README and run before the block's commands
         elif line.startswith((".venv/bin/python ", "python ")):
-            script = ROOT / line.split()[1]
+            # A script, or a module of the checkout (the dry run's `python -m tests.testserver`, which
+            # test_the_dry_run_runs_as_written starts as written).
+            words = line.split()
+            script = ROOT / (words[2].replace(".", "/") + ".py" if words[1] == "-m" else words[1])
             assert script.is_file(), f"{block.where}: {script} does not exist"
         elif not line.startswith(tuple(NOT_RUN)):
             unknown.append(f"{block.where}: {line}")
@@ -317,7 +322,7 @@ def test_each_command_runs_as_written(
     with FakeLLMServer(responder=constrained_decoder(seed=block.line)) as server:
         for name, value in _provider_env(server).items():
             monkeypatch.setenv(name, value)
-        _run_command(block, line, workdir, scripted)
+        _run_command(block, line, workdir, scripted, server)
 
 
 def _provider_env(server: FakeLLMServer) -> dict[str, str]:
@@ -329,7 +334,9 @@ def _provider_env(server: FakeLLMServer) -> dict[str, str]:
     }
 
 
-def _run_command(block: Block, line: str, workdir: Path, scripted: ScriptedModel) -> None:
+def _run_command(
+    block: Block, line: str, workdir: Path, scripted: ScriptedModel, server: FakeLLMServer
+) -> None:
     args = evalframe_args(line)
     assert args is not None
     if args[:1] == ["compare"]:  # no config: its own key=value arguments, checked as it reads them
@@ -372,13 +379,18 @@ def _run_command(block: Block, line: str, workdir: Path, scripted: ScriptedModel
     if config["watch"]["every"] is not None:  # a watcher: its ticks (one, unless it says) into ./mlflow.db
         _watch([*overrides, *fake_model(scripted)[1:]], workdir, block, line)
         return
-    judged = [*overrides, *fake_model(scripted)[1:], "tracking=none", "dataset.limit=2"]
+    # A no-key line's judge is at the dry run's address: the test's own server there, reached over HTTP
+    # through LiteLLM as the line says; any other line's, the scripted model.
+    dry = any(DRY_RUN_BASE in o for o in overrides)
+    judge = [o.replace(DRY_RUN_BASE, server.openai_base) for o in overrides] if dry else overrides
+    judged = [*judge, *([] if dry else fake_model(scripted)[1:]), "tracking=none", "dataset.limit=2"]
     if config["target"].get("model"):
         judged += [o.replace("model.", "target.model.", 1) for o in fake_model(scripted)[1:]]
     config = compose(judged)
     users = scripted.count("UserTurn")
     _, code = pipeline.evaluate(config, workdir / "run")
     assert code in (0, 1), f"{block.where}: `{line}` exited {code}"  # 1: a gate the sample fails
+    assert server.count() > 0 or not dry, f"{block.where}: `{line}` asked no judge at {DRY_RUN_BASE}"
     if chats and "dataset=run" in overrides:  # stored simulated conversations: no user model asked
         assert scripted.count("UserTurn") == users, f"{block.where}: `{line}` asked the user model again"
 
@@ -526,6 +538,36 @@ def test_the_python_blocks_run_as_written(
         ran = "1 passed" in done.stdout or ("1 failed" in done.stdout and "assert " in done.stdout)
         assert ran and "Error" not in done.stdout.replace("AssertionError", ""), done.stdout + done.stderr
     assert judge_server.count() > 0  # the LLM examples reached the judge
+
+
+@pytest.mark.slow
+def test_the_dry_run_runs_as_written(tmp_path: Path) -> None:
+    """README "Without an API key": the test judge started as written (from the checkout's root, on a
+    free port where the README says 8000, which may be taken here), and the command beside it reaching
+    it with no key in the environment: a run, every item scored by the judge over HTTP."""
+    import socket
+
+    from tests.conftest import run_cli
+
+    [block] = [b for b in blocks() if "python -m tests.testserver" in b.body]
+    server_line, command = logical_lines(block.body)
+    assert DRY_RUN_BASE in command and "--port 8000" in server_line
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    started = shlex.split(server_line.replace("--port 8000", f"--port {port}"))
+    judge = subprocess.Popen([sys.executable, *started[1:]], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert judge.stdout and "fake LLM server at" in judge.stdout.readline()
+        args = evalframe_args(command.replace(DRY_RUN_BASE, f"http://127.0.0.1:{port}/v1"))
+        done = run_cli([*(args or []), "dataset.limit=3", "tracking=none"], cwd=tmp_path)
+    finally:
+        judge.terminate()
+        judge.wait(10)
+    assert done.returncode == 0, done.stderr
+    # its row: 3 items scored, none unscored
+    assert re.search(r"│ answer_similarity +│ .*│ +3 │ +0 │", done.stdout), done.stdout
+    assert re.search(r"model calls: [1-9]", done.stdout), done.stdout
 
 
 # Benchmarks cheap enough to run as the README writes them (the others: their script must exist).
