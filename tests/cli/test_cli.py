@@ -166,7 +166,7 @@ def test_help_and_cfg_job_do_not_import_the_heavy_libraries(tmp_path: Path) -> N
         "hallucination, knowledge_retention, role_adherence, "
         "semantic_similarity, token_f1, tool_call_accuracy, turn_relevancy" in result.stdout
     )
-    assert "model: claude, gemini, gpt, ollama" in result.stdout
+    assert "model: claude, gemini, gpt, local, ollama" in result.stdout
     assert "base" not in result.stdout.split("== Configuration groups ==")[1].split("== Config ==")[0]
 
     import subprocess
