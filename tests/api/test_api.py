@@ -253,7 +253,8 @@ def test_bad_data_is_reported_before_the_target_runs(data: Any, message: str) ->
 def test_bad_arguments_are_config_errors() -> None:
     with pytest.raises(ConfigError, match=r"unknown scorer 'answer_similarty'; choose from .*answer_simi"):
         evaluate(ROWS, "answer_similarty", target=capital)
-    with pytest.raises(ConfigError, match=r"model='gtp' is neither a preset \(claude, gemini, gpt, local, ollama"):
+    preset = r"model='gtp' is neither a preset \(claude, gemini, gpt, local, ollama"
+    with pytest.raises(ConfigError, match=preset):
         evaluate(ROWS, "answer_similarity", target=capital, model="gtp")
     with pytest.raises(ConfigError, match=r"penalties='harsh'; choose from default, lenient, strict"):
         evaluate(ROWS, "answer_similarity", target=capital, penalties="harsh")

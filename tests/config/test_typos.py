@@ -51,7 +51,10 @@ def test_a_typo_is_one_line_with_the_nearest_names_and_nothing_runs(
         (["model@target.model=claud"], "did you mean model@target.model=claude?"),
         (["+gat.min_score.token_f1=0.8"], "did you mean +gate.min_score.token_f1=0.8?"),
         (["model=gtp"], "did you mean model=gpt?"),
-        (["model=nothing_near"], "model has no option 'nothing_near' (options: claude, gemini, gpt, local, ollama"),
+        (
+            ["model=nothing_near"],
+            "model has no option 'nothing_near' (options: claude, gemini, gpt, local, ollama",
+        ),
     ],
 )
 def test_the_suggestion_is_the_line_as_typed_with_the_name_put_right(argv: list[str], said: str) -> None:
