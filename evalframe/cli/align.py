@@ -6,12 +6,11 @@ and output_dir are the command's own keys; every other argument is an override o
 
 from __future__ import annotations
 
-import sys
 from datetime import datetime
 from pathlib import Path
 
-from evalframe.errors import ConfigError, EvalframeError
-from evalframe.report import console as report
+from evalframe.cli.answered import answered
+from evalframe.errors import ConfigError
 from evalframe.run import align
 
 USAGE = (
@@ -91,9 +90,4 @@ def run(argv: list[str]) -> int:
 
 def main(argv: list[str]) -> int:
     """The command's exit code; a user error is one line on stderr, never a traceback."""
-    report.quiet_libraries()
-    try:
-        return run(argv)
-    except EvalframeError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return e.exit_code
+    return answered(run, argv)

@@ -17,7 +17,8 @@ import tempfile
 from datetime import datetime
 from pathlib import Path
 
-from evalframe.errors import EXIT_GATE_FAILED, EXIT_OK, EXIT_TRACKING, ConfigError, EvalframeError
+from evalframe.cli.answered import answered
+from evalframe.errors import EXIT_GATE_FAILED, EXIT_OK, EXIT_TRACKING, ConfigError
 from evalframe.report import compare_html, console as report
 from evalframe.results.comparison import Comparison, compare
 from evalframe.results.results_file import read_items
@@ -164,9 +165,4 @@ def run(argv: list[str]) -> int:
 
 def main(argv: list[str]) -> int:
     """The command's exit code; a user error is one line on stderr, never a traceback."""
-    report.quiet_libraries()
-    try:
-        return run(argv)
-    except EvalframeError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return e.exit_code
+    return answered(run, argv)

@@ -12,7 +12,6 @@ No Hydra here: like compare, review has no dataset, target or judge to compose, 
 from __future__ import annotations
 
 import os
-import sys
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -20,7 +19,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from evalframe.errors import ConfigError, EvalframeError
+from evalframe.cli.answered import answered
+from evalframe.errors import ConfigError
 from evalframe.report import console as report
 from evalframe.results import review_labels, review_sheet
 from evalframe.results.results_file import read_items
@@ -294,9 +294,4 @@ def run(argv: list[str]) -> int:
 
 def main(argv: list[str]) -> int:
     """The command's exit code; a user error is one line on stderr, never a traceback."""
-    report.quiet_libraries()
-    try:
-        return run(argv)
-    except EvalframeError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return e.exit_code
+    return answered(run, argv)
