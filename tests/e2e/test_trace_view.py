@@ -26,11 +26,11 @@ QUESTION = "What is the capital of France?"
 
 
 def _readme_command() -> list[str]:
-    """The README's command that judges rag_app.py's traces, as typed."""
+    """The README's command that judges rag_app.py's traces, as typed (with a key: not its no-key line)."""
     [args] = [
         args
         for _, line in shell_lines()
-        if (args := evalframe_args(line)) and "dataset.experiment=my-rag-app" in args
+        if (args := evalframe_args(line)) and "dataset.experiment=my-rag-app" in args and "model=gpt" in args
     ]
     return args
 

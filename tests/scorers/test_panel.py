@@ -483,7 +483,7 @@ def test_the_readmes_panel_and_repeats_examples_run_as_written(
     # environment, so the commands run exactly as the README writes them.
     env = {"OPENAI_BASE_URL": judge_server.openai_base, "ANTHROPIC_BASE_URL": judge_server.base_url}
     keys = {"OPENAI_API_KEY": "sk-test", "ANTHROPIC_API_KEY": "sk-ant-test"}
-    panel = readme_command("models=[gpt,claude]")
+    panel = readme_command("answer_similarity.models=[gpt,claude]")
 
     no_claude = run_cli(panel, cwd=tmp_path, env={**env, "OPENAI_API_KEY": "sk-test"})
     assert no_claude.returncode == 2 and "ANTHROPIC_API_KEY is not set" in no_claude.stderr
