@@ -27,7 +27,7 @@ async def execute(
     lower = frozenset(name for name, s in plan.scorers.items() if s.better == "lower")
     result = RunResult(items=[], scorers=list(plan.scorers), keep=keep, lower_better=lower)
     chunks = [plan.target.chunk, *(s.chunk for s in plan.scorers.values())]
-    window = plan.settings.window or 2000  # a batched judge gets a window of rows in each of its batches
+    window = data.window_size(plan.config)  # a batched judge gets a window of rows in each of its batches
     batched = any(m.batch for s in plan.scorers.values() for m in s.models())
     sizes = flow.sizes(window, window if batched else plan.settings.concurrency, chunks)
 

@@ -65,8 +65,8 @@ def merge(
     tracking = {**tracking_cfg, "enabled": bool(tracking_cfg.get("enabled") and parent)}  # into its parent
     config = {**manifests[0].config, "shard": None, "tracking": tracking}
     whole = [o for o in overrides if o.split("=", 1)[0].lstrip("+~") not in SHARD_KEYS]
-    result, journal = _result(sweep_dir, manifests, config, overrides)
     settings = RunSettings.of_record(config)
+    result, journal = _result(sweep_dir, manifests, config, settings.keep_items, overrides)
     run = conclude(result, settings, config, journal, modes.MERGE, whole)
     run.tags, run.into = {"evalframe.shards": str(shards)}, parent
     run.heading = f"shards: {shards} of {shards} finished; the whole evaluation, {result.count} items:"
@@ -74,14 +74,17 @@ def merge(
 
 
 def _result(
-    sweep_dir: Path, manifests: list[Manifest], config: dict[str, Any], overrides: list[str]
+    sweep_dir: Path,
+    manifests: list[Manifest],
+    config: dict[str, Any],
+    keep: int | None,
+    overrides: list[str],
 ) -> tuple[RunResult, Journal]:
     """Every shard's items, journaled again into the sweep directory's results.jsonl and counted in one
     result; its aggregates computed over all of them."""
     merges = [m.merging for m in manifests]
     lower = frozenset(name for m in merges for name in m.get("lower_better") or ())
     scorers = list(config.get("scorers") or {})
-    keep = RunSettings.of_record(config).keep_items
     result = RunResult(items=[], scorers=scorers, keep=keep, lower_better=lower)
     result.stats.calls = sum(int(m.get("calls") or 0) for m in merges)  # the summary's figures
     result.stats.hits = sum(int(m.get("hits") or 0) for m in merges)
