@@ -44,7 +44,12 @@ def test_a_finished_run_ends_with_its_files_and_a_view_command_the_shell_runs(tm
         done = run_cli(["scorer=exact_match", "dataset.limit=3"], cwd=tmp_path, env={"PATH": path})
         assert done.returncode == 0, done.stderr
         report_line, results_line, view = done.stdout.splitlines()[-3:]
-        [run_dir] = [d for d in tmp_path.glob("outputs/*/*") if str(d.relative_to(tmp_path)) in report_line]
+        [run_dir] = [
+            d
+            for d in tmp_path.glob("outputs/*/*")
+            if report_line == f"report: {d.relative_to(tmp_path)}/report.html"
+        ]
+        # (compared whole: two runs in one second get DIR and DIR-1, and DIR is a prefix of DIR-1)
         assert report_line == f"report: {run_dir.relative_to(tmp_path)}/report.html"
         assert results_line == f"results: {run_dir.relative_to(tmp_path)}/results.jsonl"
         assert (run_dir / "report.html").is_file() and len(
