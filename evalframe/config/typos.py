@@ -1,6 +1,7 @@
 """Typos on the command line, found before Hydra composes anything, each one line naming the nearest
 valid names: a key the config does not have (`+datset=chat_sample`: Hydra adds it as a new key and runs
-the default job, exit 0; without the `+` it suggests adding it) and an option a group does not have
+the default job, exit 0; without the `+` it suggests adding it), a key under a known one that no config
+file has (`penalties.mising=`: five lines of Hydra's, no name to use) and an option a group does not have
 (`scorer=answer_similarty`: Hydra lists the options among its internal lines, with no "did you mean").
 
 Read from conf/ as shipped: a command line that brings a config of its own (--config-dir, a search
@@ -13,6 +14,7 @@ import re
 from collections.abc import Sequence
 from difflib import SequenceMatcher, get_close_matches
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 from evalframe.errors import ConfigError
@@ -94,6 +96,67 @@ def _wrong_option(override: Any) -> str | None:
     return None
 
 
+def _keys_of(path: Path, seen: frozenset[Path] = frozenset()) -> dict[str, Any]:
+    """A config file's mapping with the `_here_` files of its defaults list (`/model_base@_here_`)
+    merged under it: the keys an option of a group has."""
+    import yaml
+
+    found = yaml.safe_load(path.read_text()) or {}
+    merged: dict[str, Any] = {}
+    for entry in found.pop("defaults", None) or []:
+        if isinstance(entry, str) and entry.startswith("/") and entry.endswith("@_here_"):
+            base = CONF_DIR / f"{entry[1:].removesuffix('@_here_')}.yaml"
+            if base.is_file() and base not in seen:
+                merged |= _keys_of(base, seen | {path})
+    return merged | found
+
+
+@cache
+def _children(parent: tuple[str, ...]) -> frozenset[str] | None:
+    """The keys under `parent` in any config file that can put them there (the primary config, the
+    `_global_` presets, every option of the group `parent` starts with); None where a file holds
+    something else there (a value, free-form `null`): nothing known to compare with."""
+    files = [CONF_DIR / "config.yaml"]
+    files += [p for p in CONF_DIR.glob("*/*.yaml") if p.read_text().startswith("# @package _global_")]
+    if parent[0] in groups():
+        files += [CONF_DIR / parent[0] / f"{o}.yaml" for o in groups()[parent[0]]]
+    keys: set[str] = set()
+    for path in files:
+        node: Any = _keys_of(path)
+        if path.parent.name == parent[0] and path.parent != CONF_DIR:
+            node = {parent[0]: node}  # an option's keys sit under its group's name
+        for part in parent:
+            node = node.get(part) if isinstance(node, dict) else None
+        if node is None:
+            continue
+        if not isinstance(node, dict):
+            return None
+        keys |= set(node)
+    return frozenset(keys) if keys else None
+
+
+def _wrong_nested_key(override: Any) -> str | None:
+    """`penalties.mising=0.1`: a key under a known one that no config file has, close to one that
+    does (Hydra's own refusal is five lines with no name to use instead)."""
+    parts = tuple(str(override.key_or_group).split("."))
+    if str(override.input_line).startswith("+") or parts[0] in ("hydra", "scorers"):
+        return None  # `+` adds a key on purpose; a judge's keys come from its scorer's package
+    for depth in range(1, len(parts)):
+        known = _children(parts[:depth])
+        if known is None:
+            return None
+        if parts[depth] in known:
+            continue
+        near = _nearest(parts[depth], sorted(known), _KEY_CUTOFF)
+        if not near:
+            return None
+        value = str(override.input_line).split("=", 1)[1] if "=" in str(override.input_line) else ""
+        head, tail = ".".join(parts[:depth]), ".".join(parts[depth + 1 :])
+        said = " or ".join(f"{head}.{n}{'.' + tail if tail else ''}={value}" for n in near)
+        return f"{override.input_line}: {head} has no key {parts[depth]!r}; did you mean {said}?"
+    return None
+
+
 def _wrong_key(override: Any) -> str | None:
     """A key whose top level the config does not have and is close to one it has; a new key near
     nothing (`+my_note=...`) is the user's to add."""
@@ -101,7 +164,7 @@ def _wrong_key(override: Any) -> str | None:
     top, rest = key.split(".")[0], key[len(key.split(".")[0]) :]
     known = sorted(_config_keys() | set(groups()))
     if top in known:
-        return None
+        return _wrong_nested_key(override) if rest else None
     near = _nearest(top, known, _KEY_CUTOFF)
     if not near:
         return None

@@ -51,6 +51,12 @@ def test_a_typo_is_one_line_with_the_nearest_names_and_nothing_runs(
         (["model@target.model=claud"], "did you mean model@target.model=claude?"),
         (["+gat.min_score.token_f1=0.8"], "did you mean +gate.min_score.token_f1=0.8?"),
         (["model=gtp"], "did you mean model=gpt?"),
+        # A key under a known one. Before: Hydra's five lines (`Key 'mising' is not in struct`), no name.
+        (["penalties.mising=0.1"], "penalties has no key 'mising'; did you mean penalties.missing=0.1?"),
+        (["model.nme=openai/gpt-4o"], "did you mean model.name=openai/gpt-4o?"),  # a group's own key
+        (["model.api_bse=http://x"], "did you mean model.api_base=http://x?"),  # one from model_base.yaml
+        (["dataset.columns.inptu=question"], "did you mean dataset.columns.input=question?"),
+        (["-m", "watch.evry=1s,5s"], "did you mean watch.every=1s,5s?"),
         (
             ["model=nothing_near"],
             "model has no option 'nothing_near' (options: claude, gemini, gpt, local, ollama",
@@ -71,6 +77,9 @@ def test_the_suggestion_is_the_line_as_typed_with_the_name_put_right(argv: list[
         ["-m", "scorer=glob(*)", "penalties.missing=0.05,0.3", "model.name=openai/gpt-4o"],
         ["-cd", "my_conf", "dataset=my_data"],  # a config of the user's own: its options are Hydra's to judge
         ["scorer=exact_match", "--cfg", "job"],
+        ["target=llm", "target.model.name=x", "dataset.human_score=h", "model.extra.seed=1"],
+        ["cache.mode=read", "watch.every=1s"],
+        ["penalties.nothing_like_a_key=1"],  # near nothing: Hydra's own refusal says it
     ],
 )
 def test_what_is_right_or_the_users_own_passes(argv: list[str]) -> None:
