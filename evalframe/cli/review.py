@@ -30,14 +30,15 @@ from evalframe.results.review_selection import RULES, Candidate, candidates, dis
 from evalframe.results.scores import ItemResult
 from evalframe.results.summary import fmt, fmt_interval
 from evalframe.tracking import review as mlflow_review
-from evalframe.tracking.read import fetch_run, get_run
+from evalframe.tracking.read import fetch_run, get_run, resolve
 from evalframe.tracking.store import display_uri
 
 USAGE = (
-    "usage: evalframe review push run_id=ID queue=NAME size=N [select=disagreement|threshold|random]\n"
+    "usage: evalframe review push run_id=RUN queue=NAME size=N [select=disagreement|threshold|random]\n"
     "                            [seed=0] [tracking.uri=URI]\n"
     "       evalframe review push dataset=mlflow_traces dataset.experiment=NAME queue=NAME size=N ...\n"
-    "       evalframe review pull queue=NAME [run_id=ID] [output=labels.jsonl] [tracking.uri=URI]\n"
+    "       evalframe review pull queue=NAME [run_id=RUN] [output=labels.jsonl] [tracking.uri=URI]\n"
+    "  RUN: a run id, last (the newest run of experiment evalframe), last~1, or the start of a name\n"
     "  without the Review tab: push ... format=jsonl [output=review.jsonl] writes the items with empty\n"
     "  label, reviewer and comment fields; pull labels=review.jsonl reads them back filled in.\n"
     "  push: choose N items of a logged run (unlabelled first) and queue their traces for people to\n"
@@ -288,6 +289,8 @@ def run(argv: list[str]) -> int:
     action, args = _arguments(argv)
     uri = args.get("tracking.uri") or _default_uri()
     mlflow_review.opened(uri)  # within seconds, before anything is read or made
+    if "run_id" in args:  # last, last~1, the start of a name -> the run's id, as compare and rescore take
+        args["run_id"] = resolve(uri, "evalframe", args["run_id"])
     with tempfile.TemporaryDirectory(prefix="evalframe-review-") as scratch:
         return (push if action == "push" else pull)(uri, args, Path(scratch))
 

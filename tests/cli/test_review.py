@@ -190,7 +190,8 @@ def test_threshold_takes_the_unlabelled_nearest_the_line(scripted: ScriptedModel
     queue_id, traces = _queue(uri, "q")
     _answer(uri, queue_id, traces, "alice", lambda item: "same")
     # The 20 at 0.5 are labelled now: the next nearest the 0.5 line are the items at 0.8, smallest ids first.
-    done = run_cli(["review", "push", f"run_id={run_id}", "queue=t", "size=5", "select=threshold"], tmp_path)
+    # The run named as compare and rescore take it (before: `last` was read as an id, and not found).
+    done = run_cli(["review", "push", "run_id=last", "queue=t", "size=5", "select=threshold"], tmp_path)
     assert done.returncode == 0, done.stderr
     assert sorted(_queue(uri, "t")[1].values()) == ["q01", "q04", "q07", "q10", "q13"]
 
