@@ -16,6 +16,7 @@ from evalframe.config.settings import RunSettings
 from evalframe.data import judged, rows as data, shards, splits
 from evalframe.errors import ConfigError
 from evalframe.models.cache import Cache
+from evalframe.models.settings import ModelSettings
 from evalframe.run import sources
 from evalframe.scorers.base import Scorer, bound_work
 from evalframe.scorers.digest import digests
@@ -231,5 +232,13 @@ def check_credentials(target: Target, scorers: Mapping[str, Scorer]) -> None:
     mistake and costs nothing to find, so it is found before anything else is read."""
     for model in target.models():
         model.check_credentials("target.model")
-    for model in {m for s in scorers.values() for m in s.models()}:
-        model.check_credentials("model")
+    checked: set[ModelSettings] = set()
+    for name, scorer in scorers.items():
+        panel = scorer.models()
+        for i, model in enumerate(panel):
+            if model not in checked:  # a panel's judge is named where it sits: scorers.NAME.models[i]
+                checked.add(model)
+                if len(panel) == 1:
+                    model.check_credentials("model")
+                else:  # another model for it is another entry of the list: no `model=` to suggest
+                    model.check_credentials(f"scorers.{name}.models[{i}]", pick="")

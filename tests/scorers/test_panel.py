@@ -244,8 +244,19 @@ def test_a_missing_key_of_any_judge_stops_the_run_before_any_call(
     scripted: ScriptedModel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")  # gpt has its key, claude has none
-    with pytest.raises(ConfigError, match=r"ANTHROPIC_API_KEY is not set, and the model anthropic/"):
+    with pytest.raises(
+        ConfigError,
+        match=r"ANTHROPIC_API_KEY is not set, and the model anthropic/\S+ "
+        r"\(scorers\.factuality\.models\[1\]\)",
+    ):
         factuality_run(tmp_path, "scorers.factuality.models=[gpt,claude]")
+    # A provider's typo is named where it sits in the panel (before: as model.name, a key never typed).
+    with pytest.raises(
+        ConfigError,
+        match=r"^scorers\.factuality\.models\[1\]\.name=opnai/gpt-4o: 'opnai' is "
+        r"not one of LiteLLM's providers; did you mean openai/gpt-4o\?",
+    ):
+        factuality_run(tmp_path, "scorers.factuality.models=[gpt,{name: opnai/gpt-4o}]")
     assert scripted.count() == 0
 
 
