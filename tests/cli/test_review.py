@@ -196,21 +196,19 @@ def test_threshold_takes_the_unlabelled_nearest_the_line(scripted: ScriptedModel
     assert sorted(_queue(uri, "t")[1].values()) == ["q01", "q04", "q07", "q10", "q13"]
 
 
-@pytest.mark.parametrize(
-    ("args", "message"),
-    [
-        (["size=61"], "size=61: run "),
-        (["size=0"], "size=0: give a whole number above 0"),
-        (["size=5", "select=worst"], "select=worst: choose one of disagreement, threshold, random"),
-    ],
-)
-def test_bad_pushes_are_one_line_and_exit_2(
-    scripted: ScriptedModel, tmp_path: Path, args: list[str], message: str
-) -> None:
-    _, run_id = _evaluated(scripted, tmp_path)
-    done = run_cli(["review", "push", f"run_id={run_id}", "queue=q", *args], tmp_path)
-    assert done.returncode == 2
-    assert done.stderr.startswith(f"error: {message}") and "Traceback" not in done.stderr
+BAD_PUSHES = [
+    (["size=61"], "size=61: run "),
+    (["size=0"], "size=0: give a whole number above 0"),
+    (["size=5", "select=worst"], "select=worst: choose one of disagreement, threshold, random"),
+]
+
+
+def test_bad_pushes_are_one_line_and_exit_2(scripted: ScriptedModel, tmp_path: Path) -> None:
+    _, run_id = _evaluated(scripted, tmp_path)  # one run for every case: a refused push changes nothing
+    for args, message in BAD_PUSHES:
+        done = run_cli(["review", "push", f"run_id={run_id}", "queue=q", *args], tmp_path)
+        assert done.returncode == 2, args
+        assert done.stderr.startswith(f"error: {message}") and "Traceback" not in done.stderr
 
 
 def test_bad_answers_and_a_queue_asking_other_questions_are_one_line_and_exit_2(
