@@ -182,7 +182,7 @@ def selectors(cfg: Mapping[str, Any]) -> dict[str, Selector | None]:
     if cfg.get("labels"):  # review pull's answers are HUMAN feedback on the traces already
         raise ConfigError(
             "dataset.labels joins a file dataset's rows; a trace dataset's people's labels are on its "
-            "traces: read one with dataset.human_score=NAME (a numeric question's)"
+            "traces: read them with dataset.human_score=NAME (the scorer's name: its question's)"
         )
     human = cfg.get("human_score")
     if human is not None:
@@ -193,8 +193,15 @@ def selectors(cfg: Mapping[str, Any]) -> dict[str, Selector | None]:
     return chosen
 
 
-def row(record: Mapping[str, Any], number: int, chosen: Mapping[str, Selector | None], source: str) -> Row:
-    """One trace's record as a Row through the selectors; errors name the trace."""
+def row(
+    record: Mapping[str, Any],
+    number: int,
+    chosen: Mapping[str, Selector | None],
+    source: str,
+    labels: Mapping[str, float] | None = None,
+) -> Row:
+    """One trace's record as a Row through the selectors (`labels`: a categorical human score's
+    numbers); errors name the trace."""
     where = f"{source}, trace {record['trace_id']}"
     check_values(record, "the trace", where)  # the record goes to results.jsonl as the row's columns
     found = {name: select(record, s) if s else Found(None) for name, s in chosen.items() if name not in LISTS}
@@ -211,7 +218,7 @@ def row(record: Mapping[str, Any], number: int, chosen: Mapping[str, Selector | 
         extra=dict(record),
         human=None
         if human is None or found["human"].value is None
-        else human_score({human.text: found["human"].value}, human.text, where),
+        else human_score({human.text: found["human"].value}, human.text, where, labels),
         **fields(record, chosen, where),
     )
 
@@ -234,7 +241,11 @@ def fields(record: Mapping[str, Any], chosen: Mapping[str, Selector | None], whe
 
 
 def rows(
-    records: Iterable[Mapping[str, Any]], cfg: Mapping[str, Any], source: str, set_aside: bool = False
+    records: Iterable[Mapping[str, Any]],
+    cfg: Mapping[str, Any],
+    source: str,
+    set_aside: bool = False,
+    labels: Mapping[str, float] | None = None,
 ) -> Iterator[Row]:
     """The rows of the traces, in their order: every field read by its selector (dataset.columns), the
     traces outside the sample (dataset.sample) left out, at most dataset.limit of them. A trace that
@@ -250,7 +261,7 @@ def rows(
         if rate is not None and not sampled(str(record["trace_id"]), float(rate), salt):
             continue
         try:
-            made = row(record, number, chosen, source)
+            made = row(record, number, chosen, source, labels)
         except DataError as e:
             if not set_aside:
                 raise

@@ -45,10 +45,16 @@ def as_text(value: Any) -> str | None:
     return json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
-def human_score(record: Mapping[str, Any], column: str | None, where: str) -> float | None:
+def human_score(
+    record: Mapping[str, Any], column: str | None, where: str, labels: Mapping[str, float] | None = None
+) -> float | None:
+    """The person's score in `column`; `labels` turns a categorical answer into its number (a
+    question's choices scored as the scorer's judge's are: run.sources.label_values)."""
     if column is None:
         return None
     value = record.get(column)
+    if labels and isinstance(value, str) and value in labels:
+        value = labels[value]
     try:
         score = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):

@@ -144,7 +144,9 @@ def plan(
     if given.rows is not None:
         rows = data.Rows.of(given.rows, given.source)
     else:
-        rows = sources.rows(config["dataset"], config.get("tracking"), started, set_aside)
+        rows = sources.rows(
+            config["dataset"], config.get("tracking"), started, set_aside, config.get("scorers")
+        )
     needs = Needs(  # a trace dataset's rows may lack a field: not applicable there
         target.from_rows([(n, need) for n, scorer in scorers.items() for need in scorer.required()]),
         data.column_names(config.get("dataset") or {}),

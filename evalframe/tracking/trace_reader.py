@@ -30,11 +30,12 @@ def rows(
     tracking: Mapping[str, Any] | None = None,
     now: float | None = None,
     set_aside: bool = False,
+    labels: Mapping[str, float] | None = None,
 ) -> data.Rows:
     """The traces the `dataset` config selects, as a stream of rows; its time window counts from `now`
     (seconds since the epoch; None: the present); with `set_aside`, a trace that cannot be read as a row
-    is one saying why (data.traces.unjudgeable). The store and the experiment are checked here, at
-    once; the traces are read when the rows are."""
+    is one saying why (data.traces.unjudgeable); `labels`: a categorical human score's numbers. The
+    store and the experiment are checked here, at once; the traces are read when the rows are."""
     query = Query.of(cfg, time.time() if now is None else now)
     traces.selectors(cfg)  # a typo in dataset.columns stops the run before the store is asked
     sessions.check(cfg)
@@ -52,7 +53,7 @@ def rows(
         return _sessions(client, experiment_id, query, uri, cfg, source)
 
     def traces_read() -> Iterator[data.Row]:
-        return traces.rows(_records(client, experiment_id, query, uri), cfg, source, set_aside)
+        return traces.rows(_records(client, experiment_id, query, uri), cfg, source, set_aside, labels)
 
     return data.Rows(traces_read, source)
 

@@ -333,3 +333,28 @@ def test_a_run_without_traces_is_one_line_and_exit_2_and_a_file_still_works(
         None,
         None,
     ]
+
+
+def test_peoples_choices_on_traces_are_a_trace_datasets_human_score(
+    scripted: ScriptedModel, traced_store: Any, tmp_path: Path
+) -> None:
+    """Reviewers answer a choosing judge's question with its choices (`same`, `disagree`): read back as
+    dataset.human_score=factuality, each is the number the judge's own choice scores. Before: 'same'
+    is not a finite number, exit 2, so a trace dataset could use only numeric questions' labels."""
+    import mlflow
+    from mlflow.entities import AssessmentSource
+
+    answers = dict(zip(traced_store.ids[:4], ["same", "disagree", "superset", "subset"], strict=True))
+    with fluent_store(traced_store.uri):
+        for trace_id, choice in answers.items():
+            source = AssessmentSource(source_type="HUMAN", source_id="alice")
+            mlflow.log_feedback(trace_id=trace_id, name="factuality", value=choice, source=source)
+    scripted.responder = lambda request: {"reason": "the answers are the same", "choice": "same"}
+    run = ["dataset=mlflow_traces", f"dataset.experiment={traced_store.experiment}", "scorer=factuality"]
+    judge = ["model.name=scripted/judge", "model.api_key_env=null", "dataset.human_score=factuality"]
+    done = run_cli([*run, *judge, f"tracking.uri={traced_store.uri}", "tracking.feedback=false"], tmp_path)
+    assert done.returncode in (0, 1), done.stderr
+    [results] = tmp_path.glob("outputs/*/*/results.jsonl")
+    human = {item["id"]: item["human"] for item in map(json.loads, results.read_text().splitlines())}
+    assert {i: human[i] for i in answers} == {i: SCORE[c] for i, c in answers.items()}
+    assert all(human[i] is None for i in human if i not in answers)  # unlabelled traces: no human score
