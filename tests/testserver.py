@@ -436,14 +436,17 @@ class _Handler(BaseHTTPRequestHandler):
             owner = self.server.owner
             with owner._lock:
                 by_schema: dict[str, int] = {}
+                by_protocol: dict[str, int] = {}  # chat calls and embedding calls apart
                 for r in owner.requests:
                     by_schema[str(r.schema_name)] = by_schema.get(str(r.schema_name), 0) + 1
+                    by_protocol[r.protocol] = by_protocol.get(r.protocol, 0) + 1
                 # a request that carries an earlier reply is a follow-up, e.g. a correction of an invalid one
                 followups = sum(any(m["role"] == "assistant" for m in r.messages) for r in owner.requests)
                 stats = {
                     "requests": len(owner.requests),
                     "faults": owner.faults,
                     "by_schema": by_schema,
+                    "by_protocol": by_protocol,
                     "followups": followups,
                     "rate_limited": owner.rate_limited,
                     "early": owner.early,
