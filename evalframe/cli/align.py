@@ -85,7 +85,7 @@ def run(argv: list[str]) -> int:
     found = align.align(overrides, settings, directory)
     code = align.show(found, overrides, settings.out)
     print(f"alignment.json: {align.record(found, directory)}")
-    return code
+    return code or align.log(found, directory)  # to MLflow with tracking on: exit 3 if it cannot
 
 
 def main(argv: list[str]) -> int:

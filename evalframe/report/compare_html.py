@@ -37,7 +37,7 @@ def compare_report(comparisons: Sequence[Comparison]) -> Report:
             ]
             if moved:
                 sections.append(
-                    f"<h3>{escape(s.scorer)}: the items that moved most</h3>"
+                    f"<h3>{escape(s.label)}: the items that moved most</h3>"
                     + html_table(MOVED_COLUMNS, moved)
                 )
     baseline = comparisons[0].baseline if comparisons else ""

@@ -267,7 +267,7 @@ def comparison(c: Comparison) -> None:
     console.print(c.counts(), markup=False, highlight=False)
     for s in c.scorers:
         if s.moved:  # a list, not a table: two reasons side by side do not fit a CI log's width
-            lines = [f"{s.scorer}: the items that moved most"]
+            lines = [f"{s.label}: the items that moved most"]
             for item, text, before, after, change, was, now in s.moved_rows():
                 lines += [
                     f"  {item}  {before} -> {after} ({change})  {_clip(text)}",

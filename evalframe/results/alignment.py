@@ -17,6 +17,8 @@ from evalframe.results import agreement
 from evalframe.results.intervals import NONE, Interval
 from evalframe.results.scores import ItemResult
 
+# An aligned judge's name is its judge's and this (scorers.aligned writes it; compare pairs the two).
+SUFFIX = "_aligned"
 # The agreement figures the held-out table shows, each with a change between the two judges.
 SHOWN = ("kappa", "accuracy", "spearman")
 # How an example's texts are marked in a prompt: fenced (scorers.prompts.fence) under these labels, so

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from evalframe.results.alignment import SUFFIX
 from evalframe.results.intervals import Difference, paired
 from evalframe.results.scores import ItemResult
 from evalframe.results.summary import fmt, fmt_interval
@@ -41,6 +42,11 @@ class ScorerComparison:
     candidate_mean: float
     difference: Difference
     moved: list[Moved]
+    against: str | None = None  # the candidate's scorer when named otherwise (a judge and its aligned one)
+
+    @property
+    def label(self) -> str:
+        return f"{self.scorer} vs {self.against}" if self.against else self.scorer
 
     def moved_rows(self) -> list[list[str]]:
         """The items that moved most, cells as MOVED_COLUMNS names them."""
@@ -93,7 +99,7 @@ class Comparison:
             d = s.difference
             rows.append(
                 [
-                    s.scorer,
+                    s.label,
                     fmt(d.n),
                     fmt(s.baseline_mean),
                     fmt(s.candidate_mean),
@@ -131,35 +137,48 @@ def _mean(values: Sequence[float]) -> float:
     return sum(scored) / len(scored) if scored else float("nan")
 
 
+def counterparts(ours: Sequence[str], theirs: Sequence[str]) -> dict[str, str]:
+    """{baseline scorer: the candidate's scorer it is compared with}: the same name, else the same judge
+    aligned (NAME with NAME_aligned, either way round: `evalframe align`'s judge against the one it was
+    taught from) when that name is the candidate's only and not the baseline's own."""
+    found = {}
+    for name in ours:
+        aligned = [f"{name}{SUFFIX}", name.removesuffix(SUFFIX)]
+        other = [n for n in aligned if n != name and n in theirs and n not in ours]
+        if name in theirs or other:
+            found[name] = name if name in theirs else other[0]
+    return found
+
+
 def compare(
     baseline_id: str, baseline: list[ItemResult], candidate_id: str, candidate: list[ItemResult]
 ) -> Comparison:
-    """Pair the two runs' items by id and compare every scorer both ran (in the baseline's order)."""
+    """Pair the two runs' items by id and compare every scorer both ran (in the baseline's order), a
+    judge with its aligned one too (`counterparts`)."""
     theirs = {item.id: item for item in candidate}
     pairs = [(item, theirs[item.id]) for item in baseline if item.id in theirs]
-    scorers = [
-        s
-        for s in dict.fromkeys(k for i in baseline for k in i.scores)
-        if any(s in c.scores for c in candidate)
-    ]
+    scorers = counterparts(
+        list(dict.fromkeys(k for i in baseline for k in i.scores)),
+        list(dict.fromkeys(k for i in candidate for k in i.scores)),
+    )
     found = []
-    for name in scorers:
-        both = [(a, b) for a, b in pairs if name in a.scores and name in b.scores]
+    for name, other in scorers.items():
+        both = [(a, b) for a, b in pairs if name in a.scores and other in b.scores]
         before = [a.scores[name].score for a, _ in both]
-        after = [b.scores[name].score for _, b in both]
+        after = [b.scores[other].score for _, b in both]
         moved = [
             Moved(
                 a.id,
                 a.input,
                 a.scores[name].score,
-                b.scores[name].score,
+                b.scores[other].score,
                 a.scores[name].reason,
-                b.scores[name].reason,
+                b.scores[other].reason,
             )
             for a, b in both
             if a.scores[name].scored
-            and b.scores[name].scored
-            and a.scores[name].score != b.scores[name].score
+            and b.scores[other].scored
+            and a.scores[name].score != b.scores[other].score
         ]
         moved.sort(key=lambda m: -abs(m.change))
         # Both means over the items both runs scored: their difference is the paired difference.
@@ -171,6 +190,7 @@ def compare(
                 _mean([y for _, y in scored]),
                 paired(before, after),
                 moved[:MOVED],
+                other if other != name else None,
             )
         )
     ids = {item.id for item in baseline}

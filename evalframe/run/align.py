@@ -23,16 +23,20 @@ from pathlib import Path
 from typing import Any
 
 from evalframe.config import compose as configs
+from evalframe.config.settings import RunSettings
 from evalframe.data import splits
 from evalframe.data.rows import Row
 from evalframe.errors import EXIT_GATE_FAILED, EXIT_OK, ConfigError, DataError
 from evalframe.report import console as report
 from evalframe.results import alignment
+from evalframe.results.journal import Journal
 from evalframe.results.run_result import RunResult
 from evalframe.results.summary import fmt, fmt_cost, fmt_interval
-from evalframe.run import guidelines, modes, pipeline, planning, sources
+from evalframe.run import completion, guidelines, modes, pipeline, planning, sources
+from evalframe.run.sinks import Concluded, publish
 from evalframe.scorers import aligned
 from evalframe.scorers.base import JudgeScorer
+from evalframe.tracking.log import Extra
 
 METHODS = ("examples", "guidelines", "both")
 MIN_LABELLED = 10  # fewer labelled items say nothing a held-out interval could hold
@@ -331,6 +335,36 @@ def show(found: Aligned, overrides: Sequence[str], out: Path) -> int:
     )
     print(f"run it: evalframe {line}")
     return EXIT_OK
+
+
+def log(found: Aligned, directory: Path) -> int:
+    """The aligned judge's held-out run to MLflow when tracking is on (modes.ALIGNED, as `evalframe
+    log-run` publishes a finished run): the judge's files and alignment.json as artifacts, its verdict
+    digest as a tag, and the held-out figures before, after and their change as metrics."""
+    journal = Journal(directory / "after")
+    manifest = journal.manifest
+    settings = RunSettings.of_record(dict(manifest.config))
+    if not settings.tracking.enabled:  # tracking=none: its report.html and alignment.json only
+        return EXIT_OK
+    new = aligned.aligned_name(found.scorer)
+    metrics: dict[str, float] = {"align/train": len(found.train), "align/held_out": len(found.held_out)}
+    metrics |= {"align/examples": len(found.examples), "align/calls": found.calls}
+    metrics["align/rules_kept"] = sum(t.kept for t in found.rules)
+    for c in found.figures.changes:
+        figures = {"before": c.before, "after": c.after, "change": c.difference}
+        figures |= {"change_ci_low": c.interval.low, "change_ci_high": c.interval.high}
+        metrics |= {f"align/{c.metric}_{k}": v for k, v in figures.items() if not math.isnan(v)}
+    files = {
+        "aligned_judge/scorer": found.yaml,
+        f"aligned_judge/prompts/{new}": found.yaml.parent.parent / "prompts" / new,
+        "": directory / "alignment.json",
+    }
+    tags = {"evalframe.aligned.from": found.scorer, "evalframe.aligned.digest": manifest.digests.get(new, "")}
+    tags["evalframe.aligned.kappa"] = found.figures.change("kappa").verdict
+    result = completion.read_back(journal, manifest.config, settings)
+    run = Concluded(result, settings, manifest.config, journal, manifest.overrides, tags=tags)
+    run.extra = Extra(metrics, {k: p for k, p in files.items() if p.exists()})
+    return publish(run, modes.ALIGNED.sinks(settings))
 
 
 def record(found: Aligned, directory: Path) -> Path:

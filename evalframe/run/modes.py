@@ -67,6 +67,9 @@ TICK = Mode(
 HOLDOUT = Mode("hold-out", frozenset({REPORT, TABLES}))
 # `evalframe align`'s runs (training part, held-out part before and after): its table says what they found.
 ALIGN = Mode("align", frozenset({REPORT}), gated=False)
+# The aligned judge's run on the held-out items, published once `align` has its figures: to MLflow with
+# the judge's files and digest (evalframe.run.align.log), its report.html written as it ran (ALIGN).
+ALIGNED = Mode("aligned judge", frozenset({MLFLOW, WHERE}), gated=False, progress=False)
 PROBE = Mode("probe", frozenset(), gated=False, progress=False)  # a re-score's search for the culprit
 LOGGED = Mode("log-run", frozenset({MLFLOW, VERDICTS, WHERE}))  # a finished run logged later
 # The verdicts a run in MLflow had not all written onto its traces (a kill in its write-back), written

@@ -35,6 +35,7 @@ class Concluded:
     logged: int = EXIT_OK  # the MLflow sink's code: 3 when the store could not take the run
     where: tuple[str, str] | None = None  # (experiment id, run id) once logged
     notes: list[str] = field(default_factory=list)  # tracking's warnings, said after each sink
+    extra: tracking.Extra | None = None  # metrics and artifacts its MLflow run logs beyond its own
 
     @property
     def exit_code(self) -> int:
@@ -75,6 +76,9 @@ def mlflow_run(run: Concluded) -> None:
     run.logged, run.where = tracking.log(
         r, run.config, run.journal.path, run.overrides, run.tags, notes=run.notes, into=run.into
     )
+    if run.where and run.extra:  # an aligned judge's files and held-out figures
+        uri = str(run.settings.tracking.uri)
+        run.logged = tracking.log_extra(uri, run.where[1], run.extra, run.notes)
     if r.run_id:
         run.journal.logged(r.run_id)
 

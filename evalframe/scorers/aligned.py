@@ -24,11 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from evalframe.errors import ConfigError
-from evalframe.results.alignment import EXAMPLE_HEADING, EXAMPLE_LABELS, Example
+from evalframe.results.alignment import EXAMPLE_HEADING, EXAMPLE_LABELS, SUFFIX, Example
 from evalframe.scorers.judge import _prompt_path
 from evalframe.scorers.prompts import fence
 
-SUFFIX = "_aligned"
 ENTRY = "aligned.j2"
 EXAMPLES = "examples.j2"
 GUIDELINES = "guidelines.j2"

@@ -14,7 +14,9 @@ import math
 import os
 import re
 import tempfile
+import time
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +45,15 @@ from evalframe.tracking.sweeps import PARENT_RUN, run_name
 from evalframe.tracking.traces import trace_items
 
 OVERRIDES_TAG = "evalframe.overrides"  # the run's command line: rescore composes its config again from it
+
+
+@dataclass(frozen=True)
+class Extra:
+    """What a run logs beyond its own figures and files: metrics, and artifacts (where in the run's
+    artifacts, "" for the top -> a file or a folder)."""
+
+    metrics: Mapping[str, float] = field(default_factory=dict)
+    artifacts: Mapping[str, Path] = field(default_factory=dict)
 
 
 def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
@@ -185,6 +196,28 @@ def log_run(
             log_report(result, results_file.parent, run_name)
             trace_items(result, config, notes)
             return run.info.experiment_id, run.info.run_id
+
+
+def log_extra(uri: str, run_id: str, extra: Extra, notes: list[str]) -> int:
+    """`extra`'s metrics and artifacts into the logged run `run_id`; the exit code, 3 with an error in
+    `notes` when the store would not take them (the run itself is logged)."""
+    from mlflow.entities import Metric
+    from mlflow.tracking import MlflowClient
+
+    try:
+        client = MlflowClient(store_uri(uri))
+        now = int(time.time() * 1000)
+        client.log_batch(run_id, metrics=[Metric(k, float(v), now, 0) for k, v in extra.metrics.items()])
+        for where, path in extra.artifacts.items():
+            put = client.log_artifacts if path.is_dir() else client.log_artifact
+            put(run_id, str(path), where or None)
+    except Exception as e:
+        notes.append(
+            f"error: MLflow run {run_id} is logged without {', '.join(extra.artifacts) or 'its figures'}"
+            f" ({type(e).__name__}: {one_line(e)})"
+        )
+        return EXIT_TRACKING
+    return EXIT_OK
 
 
 def log_limits(result: RunResult, run_id: str) -> None:

@@ -22,7 +22,8 @@ from evalframe import evaluate
 from evalframe.cli import compare
 from evalframe.results.scores import Objective
 from evalframe.tracking import store, sweeps
-from tests.conftest import Unprivileged
+from tests.conftest import Unprivileged, fake_model, run_cli
+from tests.scripted import ScriptedModel
 
 pytestmark = pytest.mark.slow  # whole runs logged to MLflow, several per test: make test runs them
 
@@ -164,6 +165,31 @@ def test_a_deleted_run_is_refused_naming_it(
         assert line.startswith(f"error: {role}={deleted} is a deleted run")
         assert f"mlflow runs restore --run-id {deleted}" in line
     assert not (tmp_path / "cmp").exists()
+
+
+def test_a_judge_and_its_aligned_judge_are_paired_item_by_item(
+    scripted: ScriptedModel, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run of the judge `rules` and the run `evalframe align` logs of `rules_aligned` (its held-out
+    items): compare pairs the two scorers by the `_aligned` suffix. Before: no scorer in common, exit 2."""
+    from tests.cli.test_rescore import mlflow_runs
+    from tests.run.test_align import labelled_items, setup, team_judge
+
+    scripted.responder = team_judge
+    args = [a for a in setup(tmp_path, labelled_items()) if a != "tracking=none"]
+    model = [*fake_model(scripted), "tracking.traces=false"]
+    assert run_cli([*args, *model], tmp_path).returncode == 0  # the judge as it was: every item passes
+    assert run_cli(["align", *args, *model, "output_dir=al"], tmp_path).returncode == 0
+    judge, aligned = (r.info.run_id for r in mlflow_runs(tmp_path))
+    capsys.readouterr()
+    assert _compare(tmp_path, judge, aligned) == 1  # it fails the 10 held-out replies people failed
+    out = capsys.readouterr().out
+    assert "20 items in both runs; left out: 20 only in the baseline, 0 only in the candidate" in out
+    row = next(line for line in out.splitlines() if "rules vs rules_aligned" in line)
+    assert " 0/10/10 " in row and "1.000" in row and "0.500" in row
+    assert "rules vs rules_aligned: the items that moved most" in out
+    assert _compare(tmp_path, aligned, judge) == 0  # either way round
+    assert "rules_aligned vs rules" in capsys.readouterr().out
 
 
 @pytest.fixture(scope="module")

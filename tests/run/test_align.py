@@ -451,3 +451,44 @@ def test_other_examples_make_another_verdict_digest(tmp_path: Path) -> None:
         identity([], ["A rule."]),
     }
     assert len(found) == 4 and identity(two[:1], []) in found
+
+
+@pytest.mark.slow
+def test_the_aligned_judge_is_logged_to_mlflow_with_its_files_digest_and_figures(
+    scripted: ScriptedModel, tmp_path: Path
+) -> None:
+    """With tracking on, the aligned judge's held-out run is an MLflow run (about 4 s: MLflow's first
+    store in the process): its YAML and prompt files, its verdict digest, the held-out figures."""
+    from mlflow.tracking import MlflowClient
+
+    from evalframe.results.journal import Journal
+    from tests.cli.test_rescore import mlflow_runs
+
+    scripted.responder = team_judge
+    args = [a for a in setup(tmp_path, labelled_items()) if a != "tracking=none"]
+    extra = ["output_dir=al", "tracking.traces=false"]
+    done = run_cli(["align", *args, *fake_model(scripted), *extra], tmp_path)
+    assert done.returncode == 0, done.stderr + done.stdout
+    [logged] = mlflow_runs(tmp_path)  # the aligned judge's only: the other runs of align are its own
+    tags, metrics = logged.data.tags, logged.data.metrics
+    digest = Journal(tmp_path / "al" / "after").manifest.digests["rules_aligned"]
+    assert tags["evalframe.aligned.from"] == "rules" and tags["evalframe.aligned.digest"] == digest
+    assert tags["evalframe.scorers"] == "rules_aligned" and tags["evalframe.aligned.kappa"] == "better"
+    assert (metrics["align/kappa_before"], metrics["align/kappa_after"]) == (0.0, 1.0)
+    assert metrics["align/kappa_change_ci_low"] > 0 and metrics["align/held_out"] == 20
+    assert metrics["align/calls"] == 60 and metrics["rules_aligned/mean"] == 0.5
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+
+    def files(path: str) -> list[str]:
+        return sorted(a.path for a in client.list_artifacts(logged.info.run_id, path))
+
+    assert files("aligned_judge/scorer") == ["aligned_judge/scorer/rules_aligned.yaml"]
+    folder = "aligned_judge/prompts/rules_aligned"
+    assert files(folder) == [f"{folder}/{f}" for f in ("aligned.j2", "examples.j2", "rules.j2")]
+    assert "alignment.json" in files("")
+    yaml = client.download_artifacts(
+        logged.info.run_id, "aligned_judge/scorer/rules_aligned.yaml", str(tmp_path)
+    )
+    assert Path(yaml).read_text() == (tmp_path / "aligned" / "scorer" / "rules_aligned.yaml").read_text()
+    # Its run directory knows it is logged: `evalframe log-run al/after` would not log it twice.
+    assert Journal(tmp_path / "al" / "after").manifest.mlflow_run_id == logged.info.run_id
