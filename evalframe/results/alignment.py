@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from evalframe.results import agreement
@@ -61,16 +61,18 @@ def labelled(
     scorer: str,
     human_range: Sequence[float],
     comment: str | None = None,
+    comments: Mapping[str, str] | None = None,
 ) -> list[Example]:
-    """The items people labelled and the judge scored, as candidate examples (`comment`: the record's
-    column holding people's comment, if any)."""
+    """The items people labelled and the judge scored, as candidate examples. People's comment on an
+    item: what they said with their label (`comments`, by item id: review pull's labels.jsonl), else
+    the record's column `comment`, if any."""
     low, high = float(human_range[0]), float(human_range[1])
     found = []
     for item in items:
         result = item.scores.get(scorer)
         if item.human is None or result is None or math.isnan(result.score):
             continue
-        said = item.record.get(comment) if comment else None
+        said = (comments or {}).get(item.id) or (item.record.get(comment) if comment else None)
         found.append(
             Example(
                 item.id,

@@ -24,7 +24,7 @@ from typing import Any
 
 from evalframe.config import compose as configs
 from evalframe.config.settings import RunSettings
-from evalframe.data import splits
+from evalframe.data import labels, splits
 from evalframe.data.rows import Row
 from evalframe.errors import EXIT_GATE_FAILED, EXIT_OK, ConfigError, DataError
 from evalframe.report import console as report
@@ -260,7 +260,9 @@ def _teach(
     """The examples (align.method=examples, both) and the rules kept (guidelines, both)."""
     human_range = config["dataset"].get("human_range") or (0, 1)
     threshold = float(config.get("agreement_threshold", 0.5))
-    candidates = alignment.labelled(trained.items, settings.scorer, human_range, settings.comment)
+    given = config["dataset"].get("labels")  # review pull's labels.jsonl: people's comments with them
+    said = labels.comments(str(given)) if given else None
+    candidates = alignment.labelled(trained.items, settings.scorer, human_range, settings.comment, said)
     taught = Taught()
     if settings.method in ("examples", "both") and settings.retrieve:
         taught.retrieved = aligned.Retrieved(candidates, settings.retrieve, settings.embedding)

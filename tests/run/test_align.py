@@ -419,6 +419,47 @@ def test_people_s_labels_from_review_pull(scripted: ScriptedModel, tmp_path: Pat
     assert not any(i.startswith("u") for i in found["train"] + found["held_out"])
 
 
+def test_people_s_comments_come_from_review_pull_s_labels(scripted: ScriptedModel, tmp_path: Path) -> None:
+    """The rule is in the comments of labels.jsonl only (the data has no comment column): its examples
+    show them, and the judge learns it. Before: only a dataset column was read, held-out kappa stayed 0."""
+    from evalframe.results.review_labels import Label, write
+
+    scripted.responder = team_judge
+    rows = [{k: v for k, v in r.items() if k != "comment"} for r in labelled_items()]
+    args = [a for a in setup(tmp_path, rows) if a != "dataset.human_score=label"]
+    said = {r["id"]: r["comment"] for r in labelled_items()}
+    labels = tmp_path / "labels.jsonl"
+    reviewers = [(r, who) for r in rows for who in ("ana", "bo")]  # two people, one saying why
+    write(
+        labels,
+        (
+            Label(
+                r["id"],
+                "",
+                "rules",
+                "fail" if r["label"] == 0 else "pass",
+                r["label"],
+                who,
+                said[r["id"]] if who == "ana" else None,
+                "2026-01-01T00:00:00Z",
+            )
+            for r, who in reviewers
+        ),
+    )
+    extra = [f"dataset.labels={labels}", "output_dir=al", "align.method=both"]
+    done = run_cli(["align", *args, *fake_model(scripted), *extra], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    found = json.loads((tmp_path / "al" / "alignment.json").read_text())
+    kappa = next(c for c in found["figures"]["changes"] if c["metric"] == "kappa")
+    assert (kappa["before"], kappa["after"]) == (pytest.approx(0.0), pytest.approx(1.0))
+    folder = tmp_path / "aligned" / "prompts" / "rules_aligned"
+    assert (
+        "People's comment: mentions the competitor (Acme): never do that"
+        in (folder / "examples.j2").read_text()
+    )
+    assert "names the competitor (Acme) fails" in (folder / "guidelines.j2").read_text()
+
+
 def test_other_examples_make_another_verdict_digest(tmp_path: Path) -> None:
     """The aligned judge's digest (what trace verdicts are reused by) follows its examples and rules."""
     from evalframe.scorers.judge import Judge
