@@ -1,4 +1,5 @@
-"""Heavy imports (litellm, torch through sentence-transformers, scipy.stats, matplotlib) one at a time.
+"""Heavy imports (litellm, numpy and tokenizers for the local embedding model, scipy.stats, matplotlib)
+one at a time.
 
 A run starts some of them on background threads so they overlap with its work. Two threads importing
 packages that import each other can hand one of them a partially initialised module (Python breaks the

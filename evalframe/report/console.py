@@ -27,16 +27,14 @@ from evalframe.results.jobs import Best, Holdout, Job, like_the_best
 from evalframe.results.scores import SHOWN_UNSCORED, Objective
 from evalframe.results.summary import AGREEMENT, COLUMNS, Summary, fmt, fmt_cost, fmt_interval, fmt_metric
 
-# Libraries whose INFO and WARNING lines (model loading, DB migrations, font caches, HTTP retries that
+# Libraries whose INFO and WARNING lines (DB migrations, font caches, HTTP retries that
 # end well) hide our output; their errors still show, and hydra.verbose=true shows everything.
 _CHATTY = (
-    "sentence_transformers",
     "mlflow",
     "LiteLLM",
     "litellm",
     "httpx",
     "alembic",
-    "transformers",
     "matplotlib",
     "urllib3",
     "hydra",

@@ -16,6 +16,7 @@ import numpy as np
 
 from evalframe.data.rows import Row
 from evalframe.errors import ConfigError
+from evalframe.models import local_embeddings
 from evalframe.models.context import Context
 from evalframe.models.settings import ModelSettings, missing_keys
 from evalframe.models.steps import StepResult
@@ -63,7 +64,11 @@ class SemanticSimilarity(Scorer):
         ]
 
     def validate(self, sample: Row) -> None:
-        """Find a missing embedding key before any call (LiteLLM knows each provider's variables)."""
+        """Find a missing embedding key (LiteLLM knows each provider's variables), or a local model
+        that cannot run here, before any call."""
+        for model in self.models_:
+            if model.startswith(f"{local_embeddings.PROVIDER}/"):
+                local_embeddings.check(model.removeprefix(f"{local_embeddings.PROVIDER}/"))
         if self.api_base or (self.api_key_env and os.environ.get(self.api_key_env)):
             return
         for model in self.models_:
