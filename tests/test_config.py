@@ -296,7 +296,7 @@ def test_several_scorers_at_once(scripted: ScriptedModel, tmp_path: Path) -> Non
         [
             "scorer=[answer_similarity,semantic_similarity]",
             *fake_model(scripted),
-            "scorers.semantic_similarity.models=[scripted/embed]",  # not the local model: no torch here
+            "scorers.semantic_similarity.models=[scripted/embed]",  # not the local model: no weights to load
             "tracking=none",
             "dataset.limit=3",
         ],

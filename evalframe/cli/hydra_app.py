@@ -1,7 +1,7 @@
 """`evalframe [run] OVERRIDES` and `evalframe rescore ...`: the Hydra app. `hydra_app(argv)` runs one
 command line through @hydra.main and returns its exit code (the worst job's, for a sweep).
 
-Kept light so `--help` and `--cfg job` start fast: the pipeline (and litellm, mlflow, torch) is
+Kept light so `--help` and `--cfg job` start fast: the pipeline (litellm, mlflow, the embedding model) is
 imported only when a job really runs.
 """
 
