@@ -241,3 +241,26 @@ class Replay(Cache):
 
     def before_asking(self, step: str, model: str) -> None:
         raise ReplayMiss(step, model)
+
+
+class Layered(Cache):
+    """A logged run's replies first, then the disk cache (`mode`, `directory`) as usual: `evalframe
+    align run_id=` scores that run's items with the judge as it was, whose requests the run made
+    already (its steps keep their keys and replies), so the judge's verdicts are read rather than bought
+    again, on any machine and with any cache. Unlike a Replay, a request the run did not make (another
+    judge model, an edited prompt, an item the run could not score) goes to the model through the disk
+    cache: only the run's usable replies are served, never its failures, and none is written to disk."""
+
+    def __init__(
+        self,
+        replies: Mapping[str, dict[str, Any]],
+        mode: str = "readwrite",
+        directory: str | Path | None = None,
+    ):
+        super().__init__(mode, directory)
+        self.replies = {
+            k: {"raw": v["raw"]} for k, v in replies.items() if not v.get("error") and v.get("raw")
+        }
+
+    def get(self, k: str) -> dict[str, Any] | None:
+        return self.replies.get(k) or super().get(k)

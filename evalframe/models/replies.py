@@ -19,6 +19,19 @@ Validate = Callable[[str], dict[str, Any]]  # a raw reply -> the step's reply, o
 SHARED = 20_000  # answered requests a model keeps to share with identical ones (see Replies._forget)
 
 
+def request_key(s: ModelSettings, messages: list[Message], fmt: dict[str, Any] | None) -> str:
+    """A request's key in the cache: the messages, the reply schema and what of the model can change a
+    reply (also what `evalframe align` counts its calls by before making any)."""
+    model = {
+        "name": s.name,
+        "api_base": s.api_base,
+        "temperature": s.temperature,
+        "max_tokens": s.max_tokens,
+        "extra": dict(s.extra),
+    }  # timeout and retries cannot change a reply: not in the key
+    return cache_key({"model": model, "messages": messages, "response_format": fmt})
+
+
 class Replies:
     """One model's replies, keyed by what can change them, served from the calls shared in the run or
     the disk cache before the model is asked."""
@@ -32,17 +45,7 @@ class Replies:
         self._shared: dict[str, asyncio.Future[StepResult]] = {}
 
     def key(self, messages: list[Message], fmt: dict[str, Any] | None) -> str:
-        """The request's key in the cache: the messages, the reply schema and what of the model can
-        change a reply."""
-        s = self.settings
-        model = {
-            "name": s.name,
-            "api_base": s.api_base,
-            "temperature": s.temperature,
-            "max_tokens": s.max_tokens,
-            "extra": dict(s.extra),
-        }  # timeout and retries cannot change a reply: not in the key
-        return cache_key({"model": model, "messages": messages, "response_format": fmt})
+        return request_key(self.settings, messages, fmt)
 
     async def once(
         self,

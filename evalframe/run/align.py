@@ -10,6 +10,8 @@ The recorded prompts of the aligned judge are searched for any held-out item sho
 Every run is an ordinary run of the one lifecycle (pipeline.evaluate, modes.ALIGN: its report.html,
 no MLflow run, no verdicts onto traces), in DIR/train, DIR/before and DIR/after. Everything that can
 be refused is refused before the first call, the judge calls counted against align.max_calls too.
+Aligning a logged run (run_id=), the judge as it was reads that run's verdicts instead of asking its
+model again (run.align_calls), and the budget counts only what will be asked.
 """
 
 from __future__ import annotations
@@ -27,12 +29,13 @@ from evalframe.config.settings import RunSettings
 from evalframe.data import labels, splits
 from evalframe.data.rows import Row
 from evalframe.errors import EXIT_GATE_FAILED, EXIT_OK, ConfigError, DataError
+from evalframe.models.cache import Cache
 from evalframe.report import console as report
 from evalframe.results import alignment
 from evalframe.results.journal import Journal
 from evalframe.results.run_result import RunResult
 from evalframe.results.summary import fmt, fmt_cost, fmt_interval
-from evalframe.run import completion, guidelines, modes, pipeline, planning, sources
+from evalframe.run import align_calls, completion, guidelines, modes, pipeline, planning, sources
 from evalframe.run.sinks import Concluded, publish
 from evalframe.scorers import aligned
 from evalframe.scorers.base import JudgeScorer
@@ -81,6 +84,8 @@ class Aligned:
     runs: dict[str, str] = field(default_factory=dict)
     rules: list[guidelines.Trial] = field(default_factory=list)  # each rule written, tried and kept or not
     planned: int = 0  # the judge calls counted before the first (align.max_calls); fewer when cached
+    from_run: int = 0  # the verdicts of the judge as it was read from the logged run aligned (no call)
+    run: str = ""  # that run (dataset=run)
 
 
 def _config(overrides: Sequence[str]) -> dict[str, Any]:
@@ -89,9 +94,10 @@ def _config(overrides: Sequence[str]) -> dict[str, Any]:
     return configs.resolve(configs.compose(line), line)
 
 
-def _labelled(config: dict[str, Any], settings: Settings) -> tuple[list[Row], JudgeScorer]:
-    """The rows people labelled, and the judge: every row read and every prompt checked (planning.plan,
-    no call), each way the labels cannot support an alignment refused in one line."""
+def _labelled(config: dict[str, Any], settings: Settings) -> tuple[list[Row], planning.Plan]:
+    """The rows people labelled, and the plan of their run (its judge, target, settings): every row
+    read and every prompt checked (planning.plan, no call), each way the labels cannot support an
+    alignment refused in one line."""
     spec = (config.get("scorers") or {}).get(settings.scorer)
     if spec is None or len(config["scorers"]) != 1:
         raise ConfigError(
@@ -104,8 +110,6 @@ def _labelled(config: dict[str, Any], settings: Settings) -> tuple[list[Row], Ju
             "that judged them (run_id=RUN_ID), whose items carry the traces' human scores"
         )
     p = planning.plan(config)
-    judge = p.scorers[settings.scorer]
-    assert isinstance(judge, JudgeScorer)  # check_alignable: a Judge
     rows = [row for row in p.rows if row.human is not None]
     low, high = (float(v) for v in config["dataset"].get("human_range") or (0, 1))
     if len(rows) < MIN_LABELLED:
@@ -124,7 +128,7 @@ def _labelled(config: dict[str, Any], settings: Settings) -> tuple[list[Row], Ju
             f"every labelled item has the label {rows[0].human:g}: align learns from labels of at least "
             "two values (people's passes and fails)"
         )
-    return rows, judge
+    return rows, p
 
 
 def _split(rows: list[Row], settings: Settings) -> tuple[list[Row], list[Row]]:
@@ -139,25 +143,8 @@ def _split(rows: list[Row], settings: Settings) -> tuple[list[Row], list[Row]]:
     return train, held_out
 
 
-def _budget(judge: JudgeScorer, train: int, held: int, settings: Settings) -> int:
-    """The judge calls align makes, refused up front over align.max_calls: the training part once, the
-    held-out part twice (the judge as it was, then aligned), each once per judge and repeat; with
-    guidelines one call to write them and the training part once per rule tried."""
-    per_item = len(judge.panel.judges) * judge.panel.repeats
-    rules = settings.rules if settings.method in ("guidelines", "both") else 0
-    count = per_item * (train * (1 + rules) + 2 * held) + (1 if rules else 0)
-    if settings.max_calls is not None and count > settings.max_calls:
-        tried = f" + {rules} rules tried x {train} training items + 1 to write them" if rules else ""
-        raise ConfigError(
-            f"align.max_calls={settings.max_calls}: aligning asks for {count} judge calls ({train} training "
-            f"items + 2 x {held} held-out items{tried}, x {per_item} per item); raise align.max_calls or "
-            "use fewer items"
-        )
-    return count
-
-
-def _run(config: dict[str, Any], rows: list[Row], directory: Path) -> RunResult:
-    given = planning.Given(rows=rows, source="the labelled items")
+def _run(config: dict[str, Any], rows: list[Row], directory: Path, cache: Cache | None = None) -> RunResult:
+    given = planning.Given(rows=rows, source="the labelled items", cache=cache)
     return pipeline.evaluate(config, directory, given=given, mode=modes.ALIGN)[0]
 
 
@@ -194,12 +181,18 @@ def align(overrides: Sequence[str], settings: Settings, directory: Path) -> Alig
     if settings.retrieve and settings.method == "guidelines":
         raise ConfigError("align.retrieve picks examples: use it with align.method=examples or both")
     config = _config(overrides)
-    rows, judge = _labelled(config, settings)
+    rows, p = _labelled(config, settings)
+    judge = p.scorers[settings.scorer]
+    assert isinstance(judge, JudgeScorer)  # check_alignable: a Judge
     train, held = _split(rows, settings)
-    planned = _budget(judge, len(train), len(held), settings)
+    rules = settings.rules if settings.method in ("guidelines", "both") else 0
+    planned, stored = align_calls.planned(
+        config["dataset"], judge, p.target, (train, held), rules, settings.max_calls
+    )
+    cache = stored.cache(p.settings) if stored else None  # the judge as it was: the run's replies first
     human_range = config["dataset"].get("human_range") or (0, 1)
     threshold = float(config.get("agreement_threshold", 0.5))
-    trained = _run(config, train, directory / "train")
+    trained = _run(config, train, directory / "train", cache)
     taught = _teach(config, overrides, settings, trained, train, directory)
     note = (
         f"written by evalframe align from {len(train)} training items (align.method={settings.method}, "
@@ -208,7 +201,7 @@ def align(overrides: Sequence[str], settings: Settings, directory: Path) -> Alig
     spec = config["scorers"][settings.scorer]
     fixed = [] if taught.retrieved else taught.examples
     yaml = aligned.write(settings.out, settings.scorer, spec, fixed, note, taught.rules, taught.retrieved)
-    before = _run(config, held, directory / "before")
+    before = _run(config, held, directory / "before", cache)
     new = aligned.aligned_name(settings.scorer)
     after = _run(
         _config(aligned_overrides(overrides, settings.scorer, settings.out)), held, directory / "after"
@@ -235,6 +228,8 @@ def align(overrides: Sequence[str], settings: Settings, directory: Path) -> Alig
         },
         taught.trials,
         planned,
+        stored.read([trained, before], settings.scorer) if stored else 0,
+        stored.name if stored else "",
     )
 
 
@@ -322,6 +317,8 @@ def show(found: Aligned, overrides: Sequence[str], out: Path) -> int:
             f"accuracy {fmt(trial.accuracy)}): {trial.rule}"
         )
     cost = fmt_cost(found.cost) if not math.isnan(found.cost) else "unknown"
+    if found.run:
+        print(f"{found.from_run} of the judge's verdicts read from {found.run}, 0 calls")
     print(f"judge calls: {found.calls} made, {found.planned} counted up front (cost {cost})")
     if found.leaks:
         shown = ", ".join(f"{held} in the prompt of {judged}" for held, judged in found.leaks[:5])
@@ -352,6 +349,7 @@ def log(found: Aligned, directory: Path) -> int:
     metrics: dict[str, float] = {"align/train": len(found.train), "align/held_out": len(found.held_out)}
     metrics |= {"align/examples": len(found.examples), "align/calls": found.calls}
     metrics["align/rules_kept"] = sum(t.kept for t in found.rules)
+    metrics["align/read_from_run"] = found.from_run  # the judge's verdicts read, not asked again
     for c in found.figures.changes:
         figures = {"before": c.before, "after": c.after, "change": c.difference}
         figures |= {"change_ci_low": c.interval.low, "change_ci_high": c.interval.high}

@@ -27,7 +27,7 @@ from evalframe.data.values import LISTS, as_text, lists_of
 from evalframe.errors import ConfigError, DataError
 from evalframe.results.journal import RESULTS
 from evalframe.results.manifest import Manifest
-from evalframe.results.results_file import iter_items
+from evalframe.results.results_file import iter_items, read_items
 from evalframe.results.scores import ItemResult
 from evalframe.tracking.read import fetch_run
 
@@ -121,6 +121,13 @@ def rows(cfg: Mapping[str, Any]) -> data.Rows:
             )
 
     return data.Rows(read, source)
+
+
+def stored(cfg: Mapping[str, Any]) -> list[ItemResult]:
+    """The earlier run's items as it stored them, every scorer's steps with their cache keys and
+    replies: what `evalframe align` reads the judge's verdicts from (run.align_calls)."""
+    results, _, _ = _locate(cfg)
+    return read_items(results)
 
 
 def _locate(cfg: Mapping[str, Any]) -> tuple[Path, str, dict[str, Any]]:

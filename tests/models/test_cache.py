@@ -2,21 +2,27 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from evalframe.models.cache import Cache
+from evalframe.models.cache import Cache, Layered
+from evalframe.models.llm import LLM, response_format
+from evalframe.models.settings import ModelSettings
+from evalframe.models.steps import Message, Stats, StepResult
 from evalframe.paths import PROMPTS_DIR, SAMPLE_DATASET
 from evalframe.results.run_result import RunResult
 from evalframe.run import pipeline
+from evalframe.scorers.answer_similarity import SemanticUnits
 from tests.conftest import Judge, compose, fake_model, run_cli
-from tests.scripted import ScriptedModel
+from tests.scripted import NAME, ScriptedModel
 from tests.testserver import FakeLLMServer
 
 
@@ -154,3 +160,33 @@ def test_a_nine_point_penalty_sweep_makes_as_many_calls_as_one_run(
     assert judge_server.count() == single > 0
     results = sorted((tmp_path / "sweep").glob("multirun/*/*/*/results.jsonl"))
     assert len(results) == 9
+
+
+def test_a_layered_cache_serves_a_run_s_replies_first_and_asks_for_the_rest(
+    scripted: ScriptedModel, tmp_path: Path
+) -> None:
+    """`evalframe align run_id=`'s cache: a reply the run stored is served, its failure is asked again
+    (the run could not use it), a request it never made goes to the model (no ReplayMiss) and into the
+    disk cache; the run's replies are not copied to disk."""
+    scripted.responder = lambda request: {"units": ["asked anew"]}
+    asked = [{"role": "user", "content": "Units of: Paris is the capital of France."}]
+    failed = [{"role": "user", "content": "Units of: something the run's judge could not answer."}]
+    new = [{"role": "user", "content": "Units of: a prompt the run never sent."}]
+    settings = ModelSettings(name=NAME)
+    key = LLM(settings, asyncio.Semaphore(1), Cache("off"), Stats()).replies.key
+    fmt = response_format(SemanticUnits)
+    stored: dict[str, dict[str, Any]] = {
+        key(asked, fmt): {"raw": '{"units": ["Paris is the capital"]}', "error": None},
+        key(failed, fmt): {"raw": "{oops", "error": "invalid reply"},
+    }
+    stats = Stats()
+    llm = LLM(settings, asyncio.Semaphore(1), Layered(stored, "readwrite", tmp_path / "c"), stats)
+
+    def ask(messages: list[Message]) -> StepResult:
+        return asyncio.run(llm.structured("extract", messages, SemanticUnits))
+
+    assert ask(asked).reply == {"units": ["Paris is the capital"]} and scripted.requests == []
+    assert ask(failed).reply == {"units": ["asked anew"]} and ask(new).reply == {"units": ["asked anew"]}
+    assert len(scripted.requests) == stats.calls == 2 and stats.hits == 1
+    disk = Cache("read", tmp_path / "c")
+    assert disk.get(key(failed, fmt)) and disk.get(key(new, fmt)) and disk.get(key(asked, fmt)) is None

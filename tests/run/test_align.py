@@ -271,6 +271,81 @@ def test_align_run_id_reads_a_logged_runs_labelled_items(scripted: ScriptedModel
     )
 
 
+def judged_run(scripted: ScriptedModel, tmp_path: Path, fails: str = "") -> tuple[list[str], str]:
+    """The labelled items judged by `rules` as a user does first (`evalframe scorer=rules`, logged to
+    MLflow, the disk cache off: whatever align does not ask for comes from the run), the judge's model
+    failing on the item `fails`; the align arguments (--config-dir DIR scorer=rules) and the run's id."""
+    from tests.cli.test_rescore import mlflow_runs
+    from tests.testserver import Fault
+
+    def judge(request: FakeRequest) -> Any:
+        return Fault(400) if fails and f"order {fails} " in fenced(request)["REPLY"] else team_judge(request)
+
+    scripted.responder = judge
+    args = [a for a in setup(tmp_path, labelled_items()) if a != "tracking=none"]
+    first = run_cli([*args, *fake_model(scripted), "tracking.traces=false", "cache.mode=off"], tmp_path)
+    assert first.returncode == 0 and scripted.faults == (1 if fails else 0), first.stderr
+    [logged] = mlflow_runs(tmp_path)
+    scripted.responder, scripted.requests[:] = team_judge, []
+    return args[: args.index("scorer=rules") + 1], logged.info.run_id
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["examples", "both"])
+def test_aligning_a_logged_run_reads_its_judge_s_verdicts(
+    scripted: ScriptedModel, tmp_path: Path, method: str
+) -> None:
+    """`align run_id=`: the judge as it was scores the training and held-out parts from the run's own
+    replies (0 calls for it); only the guideline writer and the aligned judge ask the model, the budget
+    counts only those, and the figures are those of aligning the same items from their file."""
+    config_dir, run_id = judged_run(scripted, tmp_path)
+    writer = 1 + 2 * 20 if method == "both" else 0  # the rules written, then each tried on 20 items
+    asked = writer + 20  # and the aligned judge on the 20 held-out items
+    extra = [f"align.method={method}", f"align.max_calls={asked}", "output_dir=al"]
+    done = run_cli(["align", f"run_id={run_id}", *config_dir, *fake_model(scripted), *extra], tmp_path)
+    assert done.returncode == 0, done.stderr + done.stdout
+    found = json.loads((tmp_path / "al" / "alignment.json").read_text())
+    assert len(scripted.requests) == found["calls"] == found["planned"] == asked
+    assert found["from_run"] == 40 and found["run"] == f"run {run_id}"
+    assert f"40 of the judge's verdicts read from run {run_id}, 0 calls" in done.stdout
+    # Each request is the writer's or the aligned judge's (examples or rules in its prompt).
+    taught = ("### Example ", "The team's rules, learnt")
+    judged = [r for r in scripted.requests if "rules" not in (r.schema or {}).get("properties", {})]
+    assert len(judged) == asked - (method == "both")
+    assert all(any(t in r.messages[-1]["content"] for t in taught) for r in judged)
+    kappa = next(c for c in found["figures"]["changes"] if c["metric"] == "kappa")
+    assert (kappa["before"], kappa["after"]) == (pytest.approx(0.0), pytest.approx(1.0))
+
+
+@pytest.mark.slow
+def test_an_edited_judge_prompt_or_an_item_the_run_could_not_score_is_asked_again(
+    scripted: ScriptedModel, tmp_path: Path
+) -> None:
+    """The run's replies answer only the requests it made: an item it could not score is asked, and a
+    judge prompt edited since is asked on every item (never served the run's stale verdicts); the
+    budget counts them before the first call."""
+    config_dir, run_id = judged_run(scripted, tmp_path, fails="3")
+    command = ["align", f"run_id={run_id}", *config_dir, *fake_model(scripted), "align.max_calls=21"]
+    done = run_cli([*command, "output_dir=al"], tmp_path)
+    assert done.returncode == 0, done.stderr + done.stdout
+    found = json.loads((tmp_path / "al" / "alignment.json").read_text())
+    [unscored] = [r for r in scripted.requests if "### Example " not in r.messages[-1]["content"]]
+    assert "order 3 " in fenced(unscored)["REPLY"] and found["from_run"] == 39
+    assert found["calls"] == found["planned"] == 21  # q03 asked again, then the aligned judge's 20
+    prompt = tmp_path / "my_prompts" / "rules.j2"
+    prompt.write_text(prompt.read_text().replace("team's rules", "team's written rules"))
+    scripted.requests[:] = []
+    refused = run_cli([*command, "output_dir=al2"], tmp_path)
+    assert refused.returncode == 2 and "aligning asks for 60 judge calls" in refused.stderr
+    assert scripted.requests == []  # refused before any call
+    done = run_cli([*command[:-1], "output_dir=al3"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    found = json.loads((tmp_path / "al3" / "alignment.json").read_text())
+    assert found["calls"] == found["planned"] == len(scripted.requests) == 60 and found["from_run"] == 0
+    assert all("team's written rules" in r.messages[-1]["content"] for r in scripted.requests)
+    assert f"0 of the judge's verdicts read from run {run_id}, 0 calls" in done.stdout
+
+
 @pytest.mark.slow
 def test_the_aligned_judge_runs_from_its_files_in_a_new_process(
     judge_server: FakeLLMServer, tmp_path: Path
