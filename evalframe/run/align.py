@@ -132,7 +132,8 @@ def _labelled(config: dict[str, Any], settings: Settings) -> tuple[list[Row], pl
 
 
 def _split(rows: list[Row], settings: Settings) -> tuple[list[Row], list[Row]]:
-    held = splits.holdout_ids(rows, settings.holdout, settings.seed)
+    # By id, not by their order: a logged run's items come in the order they finished (dataset=run)
+    held = splits.holdout_ids(sorted(rows, key=lambda r: r.id), settings.holdout, settings.seed)
     train = [r for r in rows if r.id not in held]
     held_out = [r for r in rows if r.id in held]
     if len(held_out) < MIN_HELD_OUT:

@@ -271,6 +271,19 @@ def test_align_run_id_reads_a_logged_runs_labelled_items(scripted: ScriptedModel
     )
 
 
+def test_the_split_follows_the_items_not_their_order(scripted: ScriptedModel, tmp_path: Path) -> None:
+    """The same items in another order (a logged run's come as they finished) split alike, by id."""
+    scripted.responder = team_judge
+    parts = []
+    for name, rows in (("a", labelled_items()), ("b", labelled_items()[::-1])):
+        args = setup(tmp_path / name, rows)
+        done = run_cli(["align", *args, *fake_model(scripted), f"output_dir={name}/al"], cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        found = json.loads((tmp_path / name / "al" / "alignment.json").read_text())
+        parts.append((sorted(found["train"]), sorted(found["held_out"])))
+    assert parts[0] == parts[1]
+
+
 def judged_run(scripted: ScriptedModel, tmp_path: Path, fails: str = "") -> tuple[list[str], str]:
     """The labelled items judged by `rules` as a user does first (`evalframe scorer=rules`, logged to
     MLflow, the disk cache off: whatever align does not ask for comes from the run), the judge's model
@@ -313,6 +326,15 @@ def test_aligning_a_logged_run_reads_its_judge_s_verdicts(
     judged = [r for r in scripted.requests if "rules" not in (r.schema or {}).get("properties", {})]
     assert len(judged) == asked - (method == "both")
     assert all(any(t in r.messages[-1]["content"] for t in taught) for r in judged)
+    # The same alignment from the items' file (the judge as it was asked anew): the same figures.
+    file_args = setup(tmp_path / "file", labelled_items())
+    again = run_cli(
+        ["align", *file_args, *fake_model(scripted), extra[0], "output_dir=al2", "cache.mode=off"], tmp_path
+    )
+    assert again.returncode == 0, again.stderr
+    other = json.loads((tmp_path / "al2" / "alignment.json").read_text())
+    assert other["calls"] == asked + 40 and other["from_run"] == 0
+    assert found["figures"] == other["figures"] and sorted(found["held_out"]) == sorted(other["held_out"])
     kappa = next(c for c in found["figures"]["changes"] if c["metric"] == "kappa")
     assert (kappa["before"], kappa["after"]) == (pytest.approx(0.0), pytest.approx(1.0))
 
