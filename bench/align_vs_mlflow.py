@@ -3,21 +3,29 @@ model, the same held-out part; held-out kappa, judge calls and seconds for each.
 
     PYTHONPATH=. .venv/bin/python bench/align_vs_mlflow.py [--items 50] [--holdout 0.5] [--no-simba]
 
+The protocol is a user's: the items are judged once by `evalframe scorer=rules` (logged to MLflow: the
+run whose items people labelled), then aligned. evalframe's rows run `evalframe align run_id=RUN`
+(that run's items, people's labels and the judge's verdicts); MLflow's rows run `judge.align()` on
+traces of the training part. Neither side pays for that first run, and both take the held-out
+"before" verdicts from it (evalframe's align reads them from the run, the bench gives MLflow's rows the
+same ones), so both are counted alike: the calls of align itself plus the aligned judge's on the
+held-out part. Every row starts with an empty cache (evalframe's, DSPy's).
+
 The judge model is the local test server (tests/testserver.py) speaking OpenAI's wire, reached through
 LiteLLM over HTTP by both systems; calls are counted at the server. Its judge is the double of
 tests/run/test_align.py (`team_judge`): it knows no team rule ("naming a competitor fails") until a
-prompt states one, and the rule is in people's comments only. evalframe's prompts reach
+prompt states it, and the rule is in people's comments only. evalframe's prompts reach
 `team_judge` as they are; MLflow's prompts are another text, read by `mlflow_judge` below with the same
 rules (a competitor named in the prompt is banned; a reply shown as an example gets its verdict). The
 guideline writer is the test's too: besides the rule people's comments support, it writes one that no
 comment supports ("a reply that states a day fails", which fails every reply here); a second pass runs
-with a writer that does not (`--clean-writer` alone runs only that).
+with a writer that does not.
 
 MLflow's align needs dspy, which evalframe does not depend on (installing it beside evalframe would move
 cloudpickle past the pin of the ray extra): MLflow's side runs in a venv of its own,
-bench/.venv-mlflow-align (mlflow, litellm and dspy pinned below), made on the first run. MemAlign, the
-default optimizer, embeds the items too (openai:/text-embedding-3-small by default): the same server
-answers /v1/embeddings, so nothing leaves the machine.
+bench/.venv-mlflow-align (mlflow, litellm and dspy pinned below; $ALIGN_BENCH_VENV names another), made
+on the first run. MemAlign, the default optimizer, embeds the items too (openai:/text-embedding-3-small
+by default): the same server answers /v1/embeddings, so nothing leaves the machine.
 """
 
 from __future__ import annotations
@@ -32,13 +40,14 @@ import re
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 import urllib.request
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-VENV = HERE / ".venv-mlflow-align"
+VENV = Path(os.environ.get("ALIGN_BENCH_VENV") or HERE / ".venv-mlflow-align")
 PINS = ["mlflow==3.17.2", "litellm==1.106.2", "dspy==3.4.1"]
 JUDGE = "gpt-4o-mini"  # conf/model/gpt.yaml's name: both systems ask the server for the same model
 NAME = "rules"
@@ -46,7 +55,7 @@ INSTRUCTIONS = (  # tests/run/test_align.py's RULES_PROMPT, as MLflow's judges t
     "Does this reply to a customer follow the team's rules?\n\nQuestion: {{ inputs }}\n\n"
     "Reply: {{ outputs }}\n\nAnswer pass or fail."
 )
-UNSUPPORTED = True  # the guideline writer writes the test's unsupported rule too (--clean-writer: not)
+UNSUPPORTED = True  # the guideline writer writes the test's unsupported rule too (the second pass: not)
 
 
 # ------------------------------------------------------------------ the judge double, for MLflow's prompts
@@ -79,7 +88,7 @@ def mlflow_judge(request: Any) -> dict[str, Any]:
 def memalign_writer(request: Any) -> dict[str, Any]:
     """tests/run/test_align.py's guideline_writer for MemAlign's distillation prompt: a rule per
     competitor people's comments name (twice, in other words), each citing the records that name it,
-    and (unless --clean-writer) the rule no comment supports, citing the records people failed."""
+    and (unless UNSUPPORTED is off) the rule no comment supports, citing the records people failed."""
     from tests.run.test_align import COMPETITOR, DAYS
 
     prompt = _text(request)
@@ -190,7 +199,8 @@ def _judged(judge: Any, items: list[dict[str, Any]]) -> dict[str, str | None]:
 
 
 def mlflow_side(spec: dict[str, Any]) -> dict[str, Any]:
-    """MLflow's judge before and after judge.align(train traces, optimizer) on the held-out items."""
+    """MLflow's judge.align(train traces, optimizer), then the aligned judge on the held-out items (the
+    judge as it was is not asked: its held-out verdicts are the judged run's, as evalframe's)."""
     from typing import Literal
 
     import mlflow
@@ -212,9 +222,6 @@ def mlflow_side(spec: dict[str, Any]) -> dict[str, Any]:
 
     judge(inputs={"question": "warm-up"}, outputs="warm-up")
     out: dict[str, Any] = {"phases": {}}
-    since, started = _stats(base), time.perf_counter()
-    out["before"] = _judged(judge, spec["held_out"])
-    out["phases"]["before"] = _spent(base, since, started)
     since, started = _stats(base), time.perf_counter()
     try:
         if spec["optimizer"] == "simba":
@@ -273,7 +280,32 @@ def run_mlflow(
 
 
 # ------------------------------------------------------------------ evalframe's side (this process)
+def judge_once(args: list[str], work: Path) -> dict[str, Any]:
+    """The labelled items judged once by `evalframe scorer=rules` (logged to MLflow in `work`): the run
+    both sides align from. Its id, its MLflow store and its verdicts by item ("pass" or "fail")."""
+    from mlflow.tracking import MlflowClient
+
+    from evalframe.cli import main as evalframe
+    from evalframe.results.results_file import read_items
+
+    os.environ["EVALFRAME_CACHE_DIR"] = str(work / "cache")
+    store = f"sqlite:///{work / 'mlflow.db'}"
+    judged = [a for a in args if a != "tracking=none"]
+    with contextlib.redirect_stdout(io.StringIO()) as said, contextlib.chdir(work):
+        code = evalframe([*judged, f"tracking.uri={store}", "tracking.traces=false", "hydra.run.dir=judged"])
+    if code != 0:
+        raise SystemExit(f"the judged run failed (exit {code}): {said.getvalue()[-300:]}")
+    client = MlflowClient(store)
+    experiment = client.get_experiment_by_name("evalframe")
+    assert experiment is not None
+    [run] = client.search_runs([experiment.experiment_id])
+    items = read_items(work / "judged" / "results.jsonl")
+    verdicts = {i.id: {1.0: "pass", 0.0: "fail"}.get(i.scores[NAME].score) for i in items}
+    return {"run_id": run.info.run_id, "store": store, "verdicts": verdicts}
+
+
 def run_evalframe(method: str, args: list[str], work: Path, server: Any) -> dict[str, Any]:
+    """`evalframe align run_id=RUN align.method=METHOD` with an empty cache: its calls and seconds."""
     from evalframe.cli import align as command
 
     os.environ["EVALFRAME_CACHE_DIR"] = str(work / "cache")  # every run pays for its own calls
@@ -287,7 +319,8 @@ def run_evalframe(method: str, args: list[str], work: Path, server: Any) -> dict
     found = json.loads((work / "al" / "alignment.json").read_text())
     calls = {"judge": server.count() - sum(r.protocol == "embeddings" for r in server.requests)}
     calls["embeddings"] = sum(r.protocol == "embeddings" for r in server.requests)
-    return {"found": found, "calls": calls, "seconds": seconds}
+    read = next((x for x in said.getvalue().splitlines() if "verdicts read from" in x), "")
+    return {"found": found, "calls": calls, "seconds": seconds, "read": read}
 
 
 # ------------------------------------------------------------------ the table
@@ -350,39 +383,55 @@ def _print(rows: list[list[str]], notes: list[str]) -> None:
         print(note)
 
 
-def evalframe_row(method: str, writer: str, args: list[str], work: Path, server: Any) -> list[str] | str:
-    """The table's row of `evalframe align` (align.method=METHOD), or what stopped it."""
+def evalframe_row(
+    method: str, writer: str, args: list[str], work: Path, server: Any
+) -> list[str | list[str]]:
+    """The table's row of `evalframe align run_id=RUN` (align.method=METHOD) and what it said of the
+    run's verdicts, or what stopped it."""
     done = run_evalframe(method, args, work, server)
+    label = f"evalframe align.method={method}"
     if "error" in done:
-        return f"evalframe align.method={method}: {done['error']}"
+        return [f"{label}: {done['error']}"]
     found = done["found"]
     kappa = next(c for c in found["figures"]["changes"] if c["metric"] == "kappa")
-    held_calls = 2 * len(found["held_out"])  # the judge as it was, then aligned
+    held_calls = len(found["held_out"])  # the aligned judge (the judge as it was: the run's verdicts)
     align_calls = done["calls"]["judge"] - held_calls
-    label = f"evalframe align.method={method}"
-    return _row(label, writer, kappa, align_calls, held_calls, done["calls"]["embeddings"], done["seconds"])
+    row = _row(label, writer, kappa, align_calls, held_calls, done["calls"]["embeddings"], done["seconds"])
+    return [row, f"{label} ({writer}): {done['read']}"]
 
 
 def mlflow_row(
-    optimizer: str, writer: str, split: tuple[list, list], server: str, work: Path
+    optimizer: str, writer: str, split: tuple[list, list], before: dict[str, Any], server: str, work: Path
 ) -> list[list[str] | str]:
-    """The table's row of MLflow's judge.align(), or what stopped it."""
+    """The table's row of MLflow's judge.align() (`before`: the judged run's held-out verdicts), or what
+    stopped it."""
     train, held = split
     side = run_mlflow(optimizer, train, held, server, work)
     label = f"MLflow judge.align() {'MemAlign' if optimizer == 'memalign' else 'SIMBA'}"
     if "after" not in side:
         return [f"{label}: {side.get('error')}"]
     phases = side["phases"]
-    kappa = _kappas(side["before"], side["after"], held)
+    kappa = _kappas(before, side["after"], held)
     seconds = sum(p["seconds"] for p in phases.values())
     embed = sum(int(p["embeddings"]) for p in phases.values())
-    held_calls = int(phases["before"]["judge"] + phases["after"]["judge"])
+    held_calls = int(phases["after"]["judge"])
     said = [f"{label} ({writer}): guidelines kept {side.get('guidelines')}"]
     if optimizer == "simba":
         writer = "-"  # SIMBA asks its model for rules, shown no comment (see the notes)
         changed = side.get("instructions", "").strip() != INSTRUCTIONS.strip()
         said = [f"{label}: its judge's instructions {'changed' if changed else 'unchanged'} (rules, demos)"]
     return [_row(label, writer, kappa, int(phases["align"]["judge"]), held_calls, embed, seconds), *said]
+
+
+PROTOCOL = (
+    "protocol: the {n} items judged once by `evalframe scorer=rules` (logged to MLflow: the run people's "
+    "labels are on; its {n} calls counted for neither side), then each row aligns from it with an empty "
+    "cache: evalframe's runs `evalframe align run_id=RUN`, MLflow's judge.align() on traces of the same "
+    "training part. Judge calls = the calls of align itself + the aligned judge on the held-out part; the "
+    "held-out verdicts of the judge as it was are the run's for both (evalframe's align reads them from "
+    "the run, 0 calls; the bench gives MLflow's rows the same ones), as is kappa before. Seconds: align and "
+    "the aligned judge on the held-out part."
+)
 
 
 def main() -> None:
@@ -408,26 +457,29 @@ def main() -> None:
     by_id = {i["id"]: i for i in items}
     rows: list[list[str] | str] = []
     with FakeLLMServer(responder=bench_judge) as server:
-        args = [*setup(work, items), *fake_model(server), f"align.holdout={options.holdout}"]
-        # A first run, unmeasured (imports, first calls), gives the split every system is measured on.
+        labelled = [*setup(work, items), *fake_model(server)]
+        judged = judge_once(labelled, _fresh(work, "judged"))  # the run people labelled: not measured
+        config_dir = labelled[: labelled.index("scorer=rules") + 1]  # --config-dir DIR scorer=rules
+        args = [f"run_id={judged['run_id']}", *config_dir, *fake_model(server), "tracking=none"]
+        args += [f"dataset.tracking_uri={judged['store']}", f"align.holdout={options.holdout}"]
+        # A first align, unmeasured (imports, first calls), gives the split every system is measured on.
         found = run_evalframe("examples", args, _fresh(work, "warm-up"), server)["found"]
         split = ([by_id[i] for i in found["train"]], [by_id[i] for i in found["held_out"]])
         for UNSUPPORTED in (True, False):
             writer = "with the unsupported rule" if UNSUPPORTED else "supported rule only"
             tag = "unsupported" if UNSUPPORTED else "supported"
             for method in ["examples", "both"] if UNSUPPORTED else ["both"]:
-                rows.append(
-                    evalframe_row(method, writer, args, _fresh(work, f"evalframe-{method}-{tag}"), server)
-                )
+                rows += evalframe_row(method, writer, args, _fresh(work, f"evalframe-{method}-{tag}"), server)
             simba = UNSUPPORTED and not options.no_simba
             for optimizer in ["memalign", "simba"] if simba else ["memalign"]:
                 folder = _fresh(work, f"mlflow-{optimizer}-{tag}")
-                rows += mlflow_row(optimizer, writer, split, server.base_url, folder)
+                rows += mlflow_row(optimizer, writer, split, judged["verdicts"], server.base_url, folder)
     notes = [r for r in rows if isinstance(r, str)]
     notes.append(
         f"{options.items} labelled items ({len(split[0])} training, {len(split[1])} held out, the same for "
         f"every row), align.holdout={options.holdout}; work files in {work}"
     )
+    notes += textwrap.wrap(PROTOCOL.format(n=options.items), 110)
     _print([r for r in rows if not isinstance(r, str)], notes)
 
 
