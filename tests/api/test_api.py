@@ -96,6 +96,7 @@ def test_list_of_dicts_and_a_function(tmp_path: Path) -> None:
         result.mean("answer_similarity")
 
 
+@pytest.mark.slow
 def test_the_api_prints_nothing_unless_asked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     result = evaluate(ROWS, "exact_match", target=capital, output_dir=tmp_path / "quiet")
     assert capsys.readouterr().out == ""

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import mlflow
+import pytest
 
 from tests.conftest import run_cli
 from tests.traced_app import Seeded
@@ -35,6 +36,7 @@ def runs_in(uri: str) -> dict[str, list[Any]]:
     }
 
 
+@pytest.mark.slow
 def test_an_untracked_run_is_logged_to_its_own_experiment_and_name(tmp_path: Path) -> None:
     directory = saved_run(tmp_path, "tracking=none", "tracking.experiment=myexp", "tracking.run_name=mine")
     logged(tmp_path, str(directory))  # ./mlflow.db: where tracking=mlflow would have logged it
@@ -64,6 +66,7 @@ def test_a_tracked_run_logged_later_keeps_its_experiment(tmp_path: Path) -> None
     assert list(runs_in(later)) == ["qa"]
 
 
+@pytest.mark.slow
 def test_an_untracked_run_on_traces_is_logged_beside_them(traced_store: Seeded, tmp_path: Path) -> None:
     """A run with tracking=none on a trace dataset, logged later: into the traces' experiment (as a
     tracked run goes), whose Traces tab then lists the traces it judged."""

@@ -20,6 +20,9 @@ from tests.scorers.test_panel import panel_args
 from tests.scripted import ScriptedModel
 from tests.testserver import FakeRequest
 
+# Each test evaluates a 60-item run with a panel of two judges (3 to 5 s): not in `make check`.
+pytestmark = pytest.mark.slow
+
 ITEMS = 60
 SCORE = {"same": 1.0, "subset": 0.4, "superset": 0.6, "disagree": 0.0, "immaterial": 1.0}
 

@@ -277,6 +277,7 @@ def test_the_batch_apis_errors_are_retried_or_end_the_run_without_the_key(
     assert FAKE_KEY not in str(rejected.value) and server.batched == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("option", WIRES)
 def test_model_max_retries_counts_every_request_to_the_batch_api(
     server: FakeLLMServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, option: str

@@ -19,6 +19,7 @@ from tests.tracking.test_feedback import DIGESTS, config, items_of, journaled
 from tests.tracking.test_store_checks import held, path_of
 
 
+@pytest.mark.slow
 def test_mlflow_errors_during_a_write_back_go_to_a_file_named_once(
     traced_store: Seeded, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

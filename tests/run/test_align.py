@@ -113,6 +113,7 @@ def setup(tmp_path: Path, rows: list[dict[str, Any]]) -> list[str]:
     ]
 
 
+@pytest.mark.slow
 def test_align_lifts_held_out_agreement_and_no_held_out_item_is_an_example(
     scripted: ScriptedModel, tmp_path: Path
 ) -> None:
@@ -138,6 +139,7 @@ def test_align_lifts_held_out_agreement_and_no_held_out_item_is_an_example(
     assert "mentions the competitor (Acme)" in written
 
 
+@pytest.mark.slow
 def test_the_aligned_judge_runs_as_any_judge(scripted: ScriptedModel, tmp_path: Path) -> None:
     scripted.responder = team_judge
     args = setup(tmp_path, labelled_items())
@@ -271,6 +273,7 @@ def test_align_run_id_reads_a_logged_runs_labelled_items(scripted: ScriptedModel
     )
 
 
+@pytest.mark.slow
 def test_the_split_follows_the_items_not_their_order(scripted: ScriptedModel, tmp_path: Path) -> None:
     """The same items in another order (a logged run's come as they finished) split alike, by id."""
     scripted.responder = team_judge
@@ -387,6 +390,7 @@ def test_the_aligned_judge_runs_from_its_files_in_a_new_process(
     assert scores == {r["id"]: r["label"] for r in labelled_items()}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["guidelines", "both"])
 def test_guidelines_are_kept_only_when_they_help_on_the_training_part(
     scripted: ScriptedModel, tmp_path: Path, method: str
@@ -418,6 +422,7 @@ def test_guidelines_are_kept_only_when_they_help_on_the_training_part(
     assert [i for i in found["held_out"] if outputs[i] in writer.messages[-1]["content"]] == []
 
 
+@pytest.mark.slow
 def test_fifty_items_align_within_150_judge_calls(scripted: ScriptedModel, tmp_path: Path) -> None:
     """Guidelines and examples at their defaults, 50 labelled items: at most 150 judge calls."""
     scripted.responder = team_judge
@@ -451,6 +456,7 @@ def two_rules(n: int = 60) -> list[dict[str, Any]]:
     return rows
 
 
+@pytest.mark.slow
 def test_retrieved_examples_are_each_items_nearest(scripted: ScriptedModel, tmp_path: Path) -> None:
     scripted.responder = team_judge
     args = setup(tmp_path, two_rules())
@@ -493,6 +499,7 @@ def test_a_prompt_in_the_working_directory_brings_only_prompt_files(tmp_path: Pa
     assert sorted(p.name for p in folder.iterdir()) == ["aligned.j2", "examples.j2", "rules.j2"]
 
 
+@pytest.mark.slow
 def test_people_s_labels_from_review_pull(scripted: ScriptedModel, tmp_path: Path) -> None:
     """`dataset.labels=labels.jsonl` (evalframe review pull's): the rows people labelled are aligned on,
     the others left out."""
@@ -516,6 +523,7 @@ def test_people_s_labels_from_review_pull(scripted: ScriptedModel, tmp_path: Pat
     assert not any(i.startswith("u") for i in found["train"] + found["held_out"])
 
 
+@pytest.mark.slow
 def test_people_s_comments_come_from_review_pull_s_labels(scripted: ScriptedModel, tmp_path: Path) -> None:
     """The rule is in the comments of labels.jsonl only (the data has no comment column): its examples
     show them, and the judge learns it. Before: only a dataset column was read, held-out kappa stayed 0."""

@@ -214,6 +214,7 @@ def feedbacks_on(store: Seeded, trace_id: str) -> list[Any]:
     return [a for a in found if "evalframe.digest" in (a.metadata or {})]
 
 
+@pytest.mark.slow
 def test_a_trace_that_cannot_be_judged_is_left_unscored_and_the_watcher_goes_on(
     traced_store: Seeded, scripted: ScriptedModel, tmp_path: Path
 ) -> None:
@@ -240,6 +241,7 @@ def test_a_trace_that_cannot_be_judged_is_left_unscored_and_the_watcher_goes_on(
     assert scripted.count() == 0 and len(feedbacks_on(traced_store, empty)) == 1
 
 
+@pytest.mark.slow
 def test_a_trace_stored_after_the_checkpoint_passed_its_end_is_judged_on_the_next_tick(
     traced_store: Seeded, scripted: ScriptedModel, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

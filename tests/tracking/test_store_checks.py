@@ -84,6 +84,7 @@ def test_a_trace_store_that_cannot_be_read_is_one_line_within_seconds(
     assert seconds < 15, seconds  # MLflow alone: 106 s for postgresql, a traceback for the others
 
 
+@pytest.mark.slow
 def test_a_database_that_takes_the_connection_and_never_logs_in_is_one_line_in_seconds(
     silent_server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -159,6 +160,7 @@ def path_of(traced: Seeded) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_a_trace_store_locked_by_another_writer_is_waited_for(traced_store: Seeded, tmp_path: Path) -> None:
     # Longer than sqlite3's own 5 s, which MLflow opened its store with; within MLflow's 20 s.
     start = time.perf_counter()
@@ -182,6 +184,7 @@ def test_a_trace_store_locked_past_the_wait_is_one_line(
     assert seconds < 9.0, seconds  # said after the wait, not once the lock went
 
 
+@pytest.mark.slow
 def test_mlflow_opening_a_locked_store_waits_as_its_sessions_do(traced_store: Seeded) -> None:
     """The wait is MLflow's too, not only the check's: a store opened while another process writes it
     (its tables looked for) waits LOCK_WAIT, where sqlite3's own 5 s stopped it."""
