@@ -12,6 +12,7 @@ import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from evalframe.results import agreement
 from evalframe.results.intervals import NONE, Interval
@@ -65,14 +66,19 @@ def labelled(
 ) -> list[Example]:
     """The items people labelled and the judge scored, as candidate examples. People's comment on an
     item: what they said with their label (`comments`, by item id: review pull's labels.jsonl), else
-    the record's column `comment`, if any."""
+    the record's column `comment`, else, for a trace, the rationale of its newest HUMAN feedback (the
+    Review tab's comment, or log_feedback's rationale), if any."""
     low, high = float(human_range[0]), float(human_range[1])
     found = []
     for item in items:
         result = item.scores.get(scorer)
         if item.human is None or result is None or math.isnan(result.score):
             continue
-        said = (comments or {}).get(item.id) or (item.record.get(comment) if comment else None)
+        said = (
+            (comments or {}).get(item.id)
+            or (item.record.get(comment) if comment else None)
+            or _people_said(item.record)
+        )
         found.append(
             Example(
                 item.id,
@@ -86,6 +92,18 @@ def labelled(
                 str(said) if said not in (None, "") else None,
             )
         )
+    return found
+
+
+def _people_said(record: Mapping[str, Any]) -> str | None:
+    """A trace record's newest valid HUMAN feedback rationale (evalframe.tracking.trace_records' shape);
+    None for a record that is no trace or has none."""
+    found = None
+    assessments = record.get("assessments")
+    for a in assessments if isinstance(assessments, list) else []:
+        human = isinstance(a, Mapping) and a.get("kind") == "feedback" and a.get("source_type") == "HUMAN"
+        if human and a.get("valid", True) and a.get("rationale"):
+            found = str(a["rationale"])
     return found
 
 

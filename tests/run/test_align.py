@@ -638,3 +638,48 @@ def test_the_aligned_judge_is_logged_to_mlflow_with_its_files_digest_and_figures
     assert Path(yaml).read_text() == (tmp_path / "aligned" / "scorer" / "rules_aligned.yaml").read_text()
     # Its run directory knows it is logged: `evalframe log-run al/after` would not log it twice.
     assert Journal(tmp_path / "al" / "after").manifest.mlflow_run_id == logged.info.run_id
+
+
+@pytest.mark.slow
+def test_aligning_the_run_of_a_trace_dataset_learns_from_the_traces_feedback(
+    scripted: ScriptedModel, tmp_path: Path
+) -> None:
+    """People's labels and comments on an app's traces (HUMAN feedback: its value and its rationale, as
+    the Review tab or log_feedback leaves them), read by a run of dataset=mlflow_traces and aligned with
+    `align run_id=`, the way align's refusal of a trace dataset points to. Before: the comments were not
+    read from the traces, so the rule they hold was never learned (kappa after 0)."""
+    import mlflow
+    from mlflow.entities import AssessmentSource
+    from mlflow.tracking import MlflowClient
+
+    from evalframe.tracking.store import fluent_store
+
+    uri, rows = f"sqlite:///{tmp_path / 'mlflow.db'}", labelled_items()
+    people = AssessmentSource(source_type="HUMAN", source_id="ann")
+    with fluent_store(uri):
+        mlflow.set_experiment("app")
+        traces = []
+        for row in rows:
+            with mlflow.start_span(name="answer", span_type="CHAIN") as span:
+                span.set_inputs({"question": row["input"]})
+                span.set_outputs(row["output"])
+                traces.append(span.trace_id)
+        mlflow.flush_trace_async_logging()
+        for trace_id, row in zip(traces, rows, strict=True):
+            mlflow.log_feedback(
+                trace_id=trace_id, name="label", value=row["label"], rationale=row["comment"], source=people
+            )
+    scripted.responder = team_judge
+    args = setup(tmp_path, rows)
+    on_traces = [*args[: args.index("scorer=rules") + 1], *fake_model(scripted), f"tracking.uri={uri}"]
+    traced = ["dataset=mlflow_traces", "dataset.experiment=app", "dataset.human_score=label"]
+    assert run_cli([*on_traces, *traced], tmp_path).returncode == 0
+    experiment = MlflowClient(uri).get_experiment_by_name("app")
+    assert experiment is not None
+    [logged] = MlflowClient(uri).search_runs([experiment.experiment_id])
+    done = run_cli(["align", f"run_id={logged.info.run_id}", *on_traces, "output_dir=al"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    found = json.loads((tmp_path / "al" / "alignment.json").read_text())
+    assert len(found["held_out"]) == 20 and set(found["held_out"]) <= set(traces) and found["leaks"] == []
+    kappa = next(c for c in found["figures"]["changes"] if c["metric"] == "kappa")
+    assert (kappa["before"], kappa["after"]) == (pytest.approx(0.0), pytest.approx(1.0))
