@@ -39,16 +39,19 @@ def groups() -> dict[str, tuple[str, ...]]:
 
 
 @cache
+def _top_files() -> tuple[Path, ...]:
+    """The files whose keys sit at the config's top: the primary config and the `_global_` presets."""
+    found = [p for p in CONF_DIR.glob("*/*.yaml") if p.read_text().startswith("# @package _global_")]
+    return (CONF_DIR / "config.yaml", *found)
+
+
+@cache
 def _config_keys() -> frozenset[str]:
     """The top-level keys of the composed config: the primary config's, each group's own (a judge's is
     under scorers), and those a `_global_` preset adds."""
-    import yaml
-
     keys = {"scorers", "hydra"}
-    files = [CONF_DIR / "config.yaml"]
-    files += [p for p in CONF_DIR.glob("*/*.yaml") if p.read_text().startswith("# @package _global_")]
-    for path in files:
-        keys |= set(yaml.safe_load(path.read_text()) or {}) - {"defaults"}
+    for path in _top_files():
+        keys |= set(_keys_of(path))
     return frozenset(keys)
 
 
@@ -96,9 +99,10 @@ def _wrong_option(override: Any) -> str | None:
     return None
 
 
+@cache
 def _keys_of(path: Path, seen: frozenset[Path] = frozenset()) -> dict[str, Any]:
     """A config file's mapping with the `_here_` files of its defaults list (`/model_base@_here_`)
-    merged under it: the keys an option of a group has."""
+    merged under it: the keys an option of a group has (parsed once: callers only read it)."""
     import yaml
 
     found = yaml.safe_load(path.read_text()) or {}
@@ -116,8 +120,7 @@ def _children(parent: tuple[str, ...]) -> frozenset[str] | None:
     """The keys under `parent` in any config file that can put them there (the primary config, the
     `_global_` presets, every option of the group `parent` starts with); None where a file holds
     something else there (a value, free-form `null`): nothing known to compare with."""
-    files = [CONF_DIR / "config.yaml"]
-    files += [p for p in CONF_DIR.glob("*/*.yaml") if p.read_text().startswith("# @package _global_")]
+    files = list(_top_files())
     if parent[0] in groups():
         files += [CONF_DIR / parent[0] / f"{o}.yaml" for o in groups()[parent[0]]]
     keys: set[str] = set()
