@@ -66,8 +66,8 @@ def labelled(
 ) -> list[Example]:
     """The items people labelled and the judge scored, as candidate examples. People's comment on an
     item: what they said with their label (`comments`, by item id: review pull's labels.jsonl), else
-    the record's column `comment`, else, for a trace, the rationale of its newest HUMAN feedback (the
-    Review tab's comment, or log_feedback's rationale), if any."""
+    the record's column `comment`, else, for a trace, the rationale of its newest HUMAN feedback that
+    has one (the Review tab's comment, or log_feedback's rationale), if any."""
     low, high = float(human_range[0]), float(human_range[1])
     found = []
     for item in items:
